@@ -1,0 +1,104 @@
+"""Split enumerators: the driver-side half of a source.
+
+An enumerator finds splits and hands them out for reading. In FLIP-27 it
+pushes splits to readers; under Spark the planner pulls: it asks
+``next_splits`` when it plans a read, and gives splits back with
+``add_splits_back`` when planned work is abandoned. All methods are called
+from one driver thread, except ``discover_more_splits`` (see below).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from sources.split import Boundedness
+
+__all__ = ["EnumeratorContext", "PeriodicSplitEnumerator", "SplitEnumerator"]
+
+SplitT = TypeVar("SplitT", bound="SourceSplit")
+StateT = TypeVar("StateT")
+
+if TYPE_CHECKING:
+    from sources.split import SourceSplit
+
+
+@dataclass(frozen=True)
+class EnumeratorContext:
+    """What the framework tells an enumerator about the read it serves."""
+
+    boundedness: Boundedness
+    """``BOUNDED`` for ``spark.read`` and AvailableNow: the enumerator must reach an end."""
+
+
+class SplitEnumerator(ABC, Generic[SplitT, StateT]):
+    """Finds splits and hands them out; its state is checkpointed.
+
+    Planning must be deterministic: an enumerator restored from the same state
+    hands out the same splits, so a re-planned batch reads the same records.
+    """
+
+    def start(self) -> None:
+        """Called once before any other method; open clients here, not in ``__init__``."""
+
+    @abstractmethod
+    def next_splits(self, max_splits: int | None = None) -> Sequence[SplitT]:
+        """Remove up to ``max_splits`` (all if ``None``) ready splits from the pending set.
+
+        Must not block: return what is known now, possibly nothing.
+        """
+
+    @abstractmethod
+    def is_end_of_input(self) -> bool:
+        """True once no split is pending and none will ever be found again.
+
+        A bounded enumerator must become true after its splits are handed out;
+        an unbounded one may never do.
+        """
+
+    @abstractmethod
+    def add_splits_back(self, splits: Sequence[SplitT]) -> None:
+        """Return splits that were handed out but not read, so they are handed out again."""
+
+    @abstractmethod
+    def snapshot_state(self, checkpoint_id: int) -> StateT:
+        """The state that ``Source.restore_enumerator`` continues from.
+
+        It covers the pending splits, not the ones already handed out.
+        """
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Spark durably committed the batch whose state was ``snapshot_state(checkpoint_id)``.
+
+        Side effects that must follow a commit (cleanup, committing offsets
+        elsewhere) belong here. Must be idempotent: it may be repeated after a restart.
+        """
+
+    def close(self) -> None:
+        """Release what ``start`` opened. Always called, also after a failure."""
+
+
+class PeriodicSplitEnumerator(SplitEnumerator[SplitT, StateT]):
+    """An enumerator whose splits are found over time, by polling an outside system.
+
+    ``discover_more_splits`` is called every ``discovery_interval`` seconds,
+    possibly on a background thread while the other methods run; it must only
+    read the outside system, not change the enumerator. Its result is handed to
+    ``handle_discovered_splits`` on the enumerator's own thread. Under
+    ``spark.read`` and AvailableNow it is called exactly once, before planning:
+    that single discovery is what "available now" means.
+    """
+
+    discovery_interval: float = 10.0
+    """Seconds between two discoveries while streaming."""
+
+    @abstractmethod
+    def discover_more_splits(self) -> Sequence[SplitT]:
+        """Ask the outside system for splits; may block. Must not change enumerator state."""
+
+    @abstractmethod
+    def handle_discovered_splits(self, splits: Sequence[SplitT]) -> None:
+        """Add the result of a discovery to the pending splits, skipping those already known."""

@@ -1,0 +1,38 @@
+"""An enumerator over a list of splits known up front (Flink's IteratorSourceEnumerator)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from enumerators.base import SplitEnumerator
+
+if TYPE_CHECKING:
+    from sources.split import SourceSplit
+
+__all__ = ["StaticSplitEnumerator"]
+
+SplitT = TypeVar("SplitT", bound="SourceSplit")
+
+
+class StaticSplitEnumerator(SplitEnumerator[SplitT, list[SplitT]]):
+    """Hands out a fixed list of splits in order; its state is the list still pending."""
+
+    def __init__(self, splits: Sequence[SplitT]) -> None:
+        self._pending = list(splits)
+
+    def next_splits(self, max_splits: int | None = None) -> list[SplitT]:
+        count = len(self._pending) if max_splits is None else max_splits
+        taken, self._pending = self._pending[:count], self._pending[count:]
+        return taken
+
+    def is_end_of_input(self) -> bool:
+        return not self._pending
+
+    def add_splits_back(self, splits: Sequence[SplitT]) -> None:
+        known = {split.split_id for split in self._pending}
+        returned = [split for split in splits if split.split_id not in known]
+        self._pending = returned + self._pending
+
+    def snapshot_state(self, checkpoint_id: int) -> list[SplitT]:
+        return list(self._pending)

@@ -1,0 +1,195 @@
+"""The executor-side reader runtime: one fetcher thread, one bounded queue.
+
+::
+
+    Spark task thread                         fetcher thread
+    -----------------                         --------------
+    for batch in SplitFetcher(...):           reader.handle_splits_changes(all splits)
+        queue.get()  <-- [bounded queue] <--  loop: reader.fetch(timeout)
+                                                    conform + cut to size
+                                                    queue.put (waits while full)
+                                              reader.finish(); reader.close()
+    cancel() / generator closed:
+        stop flag + reader.wakeup()  ------>  fetch returns, loop sees the flag,
+        wait up to shutdown_timeout           reader.close()
+
+One thread reads every split of the task (many small splits multiplex on it),
+so at most ``queue_capacity`` batches of at most ``max_bytes_per_batch`` are
+buffered whatever the input size. Every wait is bounded and checks the stop
+flag, so a cancelled read stops within about ``fetch_timeout`` plus the
+reader's reaction to ``wakeup``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import pyarrow as pa
+
+from readers.arrow import BatchAssembler, conform
+from readers.base import SplitReader, SplitsAddition
+from sources.errors import ReaderError, SplitSourceError
+
+if TYPE_CHECKING:
+    from sources.split import SourceSplit
+
+__all__ = ["FetcherSettings", "SplitFetcher"]
+
+SplitT = TypeVar("SplitT", bound="SourceSplit")
+
+log = logging.getLogger(__name__)
+
+_POLL = 0.05
+
+
+@dataclass(frozen=True)
+class FetcherSettings:
+    """Limits of the reader runtime; each is a read option (see docs/options.md)."""
+
+    max_records_per_batch: int = 10_000
+    max_bytes_per_batch: int = 16 << 20
+    queue_capacity: int = 4
+    fetch_timeout: float = 1.0
+    shutdown_timeout: float = 10.0
+
+
+class _End:
+    """Queue marker: the fetcher thread is done and the reader is closed."""
+
+
+class SplitFetcher(Generic[SplitT]):
+    """Reads ``splits`` with a reader from ``create_reader``; iterate for Arrow batches.
+
+    Iterating starts the fetcher thread; leaving the iteration early (break,
+    exception, generator close) or calling ``cancel`` stops it and closes the
+    reader. A failure of the reader is raised from the iteration.
+    """
+
+    def __init__(
+        self,
+        create_reader: Callable[[], SplitReader[SplitT]],
+        splits: Sequence[SplitT],
+        schema: pa.Schema,
+        settings: FetcherSettings,
+    ) -> None:
+        self._create_reader = create_reader
+        self._splits = list(splits)
+        self._schema = schema
+        self._settings = settings
+        self._queue: queue.Queue[pa.RecordBatch | BaseException | _End] = queue.Queue(
+            maxsize=settings.queue_capacity
+        )
+        self._stopping = threading.Event()
+        self._reader: SplitReader[SplitT] | None = None
+        self._reader_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="splitsource-fetcher", daemon=True)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        self._thread.start()
+        try:
+            while True:
+                item = self._next_item()
+                if isinstance(item, _End):
+                    return
+                if isinstance(item, SplitSourceError):
+                    raise item
+                if isinstance(item, BaseException):
+                    raise ReaderError(
+                        f"Reading splits {self._split_ids()} failed: {type(item).__name__}: {item}"
+                    ) from item
+                yield item
+        finally:
+            self.cancel()
+            self._thread.join(self._settings.shutdown_timeout)
+            if self._thread.is_alive():
+                log.warning(
+                    "splitsource fetcher thread did not stop within %.1fs after cancel; "
+                    "its split reader ignores wakeup()",
+                    self._settings.shutdown_timeout,
+                )
+
+    def cancel(self) -> None:
+        """Stop reading: wake the reader and let the fetcher thread close it. Thread-safe."""
+        self._stopping.set()
+        with self._reader_lock:
+            reader = self._reader
+        if reader is not None:
+            reader.wakeup()
+
+    def _next_item(self) -> pa.RecordBatch | BaseException | _End:
+        while True:
+            try:
+                return self._queue.get(timeout=_POLL)
+            except queue.Empty:
+                if self._stopping.is_set():
+                    raise ReaderError(
+                        f"The read of splits {self._split_ids()} was cancelled."
+                    ) from None
+                if not self._thread.is_alive() and self._queue.empty():
+                    raise ReaderError(
+                        f"The fetcher thread for splits {self._split_ids()} ended unexpectedly."
+                    ) from None
+
+    def _run(self) -> None:
+        outcome: BaseException | _End = _End()
+        reader: SplitReader[SplitT] | None = None
+        try:
+            reader = self._create_reader()
+            with self._reader_lock:
+                self._reader = reader
+            if self._stopping.is_set():
+                return
+            self._read_all(reader)
+        except BaseException as error:
+            outcome = error
+        finally:
+            if reader is not None:
+                try:
+                    reader.close()
+                except BaseException as error:
+                    if isinstance(outcome, _End):
+                        outcome = error
+                    else:
+                        log.warning(
+                            "closing the split reader after a failure failed too: %r", error
+                        )
+            self._deliver(outcome)
+
+    def _read_all(self, reader: SplitReader[SplitT]) -> None:
+        settings = self._settings
+        assembler = BatchAssembler(
+            self._schema, settings.max_records_per_batch, settings.max_bytes_per_batch
+        )
+        unfinished = {split.split_id for split in self._splits}
+        reader.handle_splits_changes(SplitsAddition(self._splits))
+        while unfinished and not self._stopping.is_set():
+            fetched = reader.fetch(settings.fetch_timeout)
+            for split_id, batches in fetched.batches.items():
+                for batch in batches:
+                    shaped = conform(batch, self._schema, f"split '{split_id}'")
+                    for ready in assembler.add(shaped):
+                        self._deliver(ready)
+            unfinished -= fetched.finished
+        if self._stopping.is_set():
+            return
+        reader.finish()
+        for ready in assembler.flush():
+            self._deliver(ready)
+
+    def _deliver(self, item: pa.RecordBatch | BaseException | _End) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._queue.put(item, timeout=_POLL)
+                return
+            except queue.Full:
+                continue
+
+    def _split_ids(self) -> str:
+        ids = [split.split_id for split in self._splits]
+        shown = ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
+        return f"[{shown}]"

@@ -1,0 +1,111 @@
+"""The author-facing :class:`Source`: one class that ties a connector together.
+
+A ``Source`` is built on the driver from the user's options, pickled with
+every Spark task, and asked on the executors only for a split reader and the
+split serializer. It must therefore hold configuration only: no open
+connections, threads or file handles.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+
+from sources.options import Option, Options, parse_options
+from sources.serialization import SimpleVersionedSerializer
+from sources.split import Boundedness, SourceSplit
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from pyspark.sql.types import StructType
+
+    from enumerators.base import EnumeratorContext, SplitEnumerator
+    from readers.base import SplitReader
+
+__all__ = ["FORMAT_PREFIX", "Source"]
+
+SplitT = TypeVar("SplitT", bound=SourceSplit)
+StateT = TypeVar("StateT")
+
+FORMAT_PREFIX = "splitsource."
+
+
+class Source(ABC, Generic[SplitT, StateT]):
+    """A FLIP-27 source: enumerator on the driver, split readers on the executors.
+
+    Subclasses set ``name`` (the Spark format becomes ``splitsource.<name>``),
+    declare ``options``, and implement the factory methods below.
+
+    Example::
+
+        class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]]):
+            name = "numbers"
+            options = (Option.integer("to", "last number, inclusive"),)
+            ...
+    """
+
+    name: ClassVar[str]
+    """Connector name; the Spark format name is ``splitsource.<name>``."""
+
+    options: ClassVar[Sequence[Option]] = ()
+    """The options this source accepts, with their parsers and defaults."""
+
+    supported_boundedness: ClassVar[frozenset[Boundedness]] = frozenset({Boundedness.BOUNDED})
+    """The kinds of read this source can do. ``spark.read`` needs ``BOUNDED``."""
+
+    @classmethod
+    def format_name(cls) -> str:
+        """The name users pass to ``spark.read.format(...)``."""
+        return FORMAT_PREFIX + cls.name
+
+    @classmethod
+    def from_spark_options(
+        cls, given: Mapping[str, str], extra: Sequence[Option] = ()
+    ) -> tuple[Self, Options]:
+        """Validate the user's options and build the source.
+
+        ``extra`` are options handled by the framework rather than the source;
+        their parsed values are returned beside the source.
+        """
+        parsed = parse_options(cls.format_name(), [*cls.options, *extra], given)
+        own = {option.name for option in cls.options}
+        source = cls.from_options(Options({k: v for k, v in parsed.items() if k in own}))
+        framework = Options({k: v for k, v in parsed.items() if k not in own})
+        return source, framework
+
+    @classmethod
+    @abstractmethod
+    def from_options(cls, options: Options) -> Self:
+        """Build the source from parsed ``options``.
+
+        Raise :class:`~sources.errors.InvalidOptionError` for combinations of
+        options that are invalid together; single values are already checked.
+        """
+
+    @abstractmethod
+    def schema(self) -> StructType | str:
+        """The rows this source produces, as a ``StructType`` or a DDL string."""
+
+    @abstractmethod
+    def create_enumerator(self, context: EnumeratorContext) -> SplitEnumerator[SplitT, StateT]:
+        """A fresh enumerator for a read that starts from the beginning. Driver only."""
+
+    @abstractmethod
+    def restore_enumerator(
+        self, context: EnumeratorContext, state: StateT
+    ) -> SplitEnumerator[SplitT, StateT]:
+        """An enumerator that continues from ``state`` taken by ``snapshot_state``. Driver only."""
+
+    @abstractmethod
+    def create_reader(self) -> SplitReader[SplitT]:
+        """A split reader for one Spark task. Executor only; called once per task."""
+
+    @abstractmethod
+    def split_serializer(self) -> SimpleVersionedSerializer[SplitT]:
+        """The serializer for this source's splits (they travel to executors and into offsets)."""
+
+    @abstractmethod
+    def enumerator_state_serializer(self) -> SimpleVersionedSerializer[StateT]:
+        """The serializer for the enumerator's checkpointed state."""

@@ -1,0 +1,64 @@
+"""Every error splitsource raises on purpose.
+
+Each message names the option, split, file or offset involved and says what
+to do about it. Catch :class:`SplitSourceError` to catch them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "CorruptDataError",
+    "InvalidOptionError",
+    "NewerVersionError",
+    "ReaderError",
+    "SchemaMismatchError",
+    "SerializationError",
+    "SplitSourceError",
+    "UnsupportedBoundednessError",
+    "UnsupportedSparkVersionError",
+]
+
+
+class SplitSourceError(Exception):
+    """Base class of all splitsource errors."""
+
+
+class InvalidOptionError(SplitSourceError, ValueError):
+    """An option given to a source is unknown, missing or has an invalid value."""
+
+    def __init__(self, source: str, option: str, problem: str, valid: Iterable[str] = ()) -> None:
+        self.source = source
+        self.option = option
+        listed = ", ".join(sorted(valid))
+        hint = f" Valid options for {source}: {listed}." if listed else ""
+        super().__init__(f"Option '{option}' of {source}: {problem}.{hint}")
+
+
+class UnsupportedSparkVersionError(SplitSourceError, RuntimeError):
+    """The running Spark is older than the version splitsource needs."""
+
+
+class UnsupportedBoundednessError(SplitSourceError, ValueError):
+    """A source was asked for a kind of read (bounded or streaming) it cannot do."""
+
+
+class SerializationError(SplitSourceError, ValueError):
+    """Persisted bytes (a split, enumerator state, an offset) cannot be read back."""
+
+
+class CorruptDataError(SerializationError):
+    """The bytes are truncated, damaged or not splitsource data at all."""
+
+
+class NewerVersionError(SerializationError):
+    """The bytes were written by a newer serializer version than this code can read."""
+
+
+class SchemaMismatchError(SplitSourceError, ValueError):
+    """A split reader produced data that does not fit the declared schema."""
+
+
+class ReaderError(SplitSourceError, RuntimeError):
+    """A split reader failed while reading on an executor."""

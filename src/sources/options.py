@@ -1,0 +1,146 @@
+"""Declared options: parsing and validating the strings a user passes to Spark.
+
+A source lists its options as :class:`Option` values; splitsource parses the
+user's ``.option(...)`` strings against them at ``load()`` and rejects unknown
+or invalid ones with a message that names the option and lists the valid ones.
+Option names match case-insensitively, as everywhere in Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sources.errors import InvalidOptionError
+
+__all__ = ["Option", "Options", "parse_options"]
+
+_REQUIRED: Any = object()
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option a source accepts: its name, how to parse it, its default and its meaning."""
+
+    name: str
+    parse: Callable[[str], Any]
+    doc: str
+    default: Any = _REQUIRED
+
+    @property
+    def required(self) -> bool:
+        """True when the user must give this option."""
+        return self.default is _REQUIRED
+
+    @classmethod
+    def string(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
+        """A free-form string option."""
+        return cls(name, str, doc, default)
+
+    @classmethod
+    def integer(
+        cls,
+        name: str,
+        doc: str,
+        default: Any = _REQUIRED,
+        minimum: int | None = None,
+    ) -> Option:
+        """A whole number, optionally with a lower bound."""
+
+        def parse(text: str) -> int:
+            try:
+                value = int(text.strip())
+            except ValueError:
+                raise ValueError(f"expected a whole number, got '{text}'") from None
+            if minimum is not None and value < minimum:
+                raise ValueError(f"must be at least {minimum}, got {value}")
+            return value
+
+        return cls(name, parse, doc, default)
+
+    @classmethod
+    def size(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
+        """A positive byte size such as ``134217728``, ``128m`` or ``1g``."""
+
+        def parse(text: str) -> int:
+            match = _SIZE.match(text)
+            if not match or int(match.group(1)) <= 0:
+                raise ValueError(f"expected a positive size such as 64m or 1g, got '{text}'")
+            return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+
+        return cls(name, parse, doc, default)
+
+    @classmethod
+    def duration(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
+        """A duration in seconds, written as ``30s``, ``500ms``, ``5m``, ``1h`` or bare seconds."""
+
+        def parse(text: str) -> float:
+            match = _DURATION.match(text)
+            if not match:
+                raise ValueError(f"expected a duration such as 500ms, 30s or 5m, got '{text}'")
+            return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "s").lower()]
+
+        return cls(name, parse, doc, default)
+
+    @classmethod
+    def boolean(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
+        """``true`` or ``false``, in any case."""
+
+        def parse(text: str) -> bool:
+            lowered = text.strip().lower()
+            if lowered not in ("true", "false"):
+                raise ValueError(f"expected true or false, got '{text}'")
+            return lowered == "true"
+
+        return cls(name, parse, doc, default)
+
+
+class Options(Mapping[str, Any]):
+    """Parsed option values by declared name; every declared option is present."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Any:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Options({self._values!r})"
+
+
+def parse_options(source: str, declared: Iterable[Option], given: Mapping[str, str]) -> Options:
+    """Parse ``given`` against ``declared``; unknown, missing or bad values raise.
+
+    ``source`` names the source in error messages (its format name).
+    """
+    by_key = {option.name.lower(): option for option in declared}
+    valid = [option.name for option in by_key.values()]
+    values: dict[str, Any] = {}
+    for key, text in given.items():
+        option = by_key.get(key.lower())
+        if option is None:
+            raise InvalidOptionError(source, key, "unknown option", valid)
+        try:
+            values[option.name] = option.parse(text)
+        except ValueError as error:
+            raise InvalidOptionError(source, option.name, str(error), valid) from None
+    for option in by_key.values():
+        if option.name in values:
+            continue
+        if option.required:
+            raise InvalidOptionError(source, option.name, f"is required ({option.doc})", valid)
+        values[option.name] = option.default
+    return Options(values)

@@ -1,0 +1,74 @@
+"""Spark session set-up that splitsource needs: version check, Python workers, loopback."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from sources.errors import UnsupportedSparkVersionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["MIN_SPARK_VERSION", "check_spark_version", "local_session", "use_this_python"]
+
+MIN_SPARK_VERSION = (4, 2)
+
+
+def check_spark_version(version: str) -> None:
+    """Raise :class:`UnsupportedSparkVersionError` if ``version`` is older than 4.2."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        raise UnsupportedSparkVersionError(
+            f"Cannot tell the Spark version from '{version}'; splitsource needs Spark >= 4.2."
+        ) from None
+    if (major, minor) < MIN_SPARK_VERSION:
+        raise UnsupportedSparkVersionError(
+            f"splitsource needs Spark >= 4.2 (admission control and AvailableNow for Python "
+            f"data sources arrived there), but this session runs Spark {version}. "
+            "Upgrade with: pip install 'pyspark>=4.2'."
+        )
+
+
+def use_this_python(spark: SparkSession) -> None:
+    """Run Python workers with this interpreter unless the user chose one.
+
+    Python data sources are pickled with the interpreter Spark names for its
+    workers; if that one lacks splitsource, every read fails at import. When
+    neither ``PYSPARK_PYTHON`` nor ``spark.pyspark.python`` is set, the
+    interpreter running the driver is the one that has splitsource.
+    """
+    context = spark.sparkContext
+    if os.environ.get("PYSPARK_PYTHON") or context.getConf().get("spark.pyspark.python"):
+        return
+    context.pythonExec = sys.executable
+
+
+def local_session(
+    master: str = "local[2]",
+    app_name: str = "splitsource",
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A Spark session for demos, tests and benchmarks: loopback only, this Python for workers."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

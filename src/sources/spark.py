@@ -1,0 +1,198 @@
+"""The Spark binding: a registered :class:`~sources.api.Source` as a Python data source.
+
+``register(spark, MySource)`` makes ``spark.read.format("splitsource.<name>")``
+work. On the driver, the data source validates the options at ``load()`` and
+plans a bounded read: the enumerator hands out every split, the splits are
+packed into partitions, and each partition carries its splits serialized in
+the versioned frame. On an executor, ``read`` deserializes them and runs the
+reader runtime (:mod:`readers.fetcher`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, SplitEnumerator
+from readers.fetcher import FetcherSettings, SplitFetcher
+from sources.api import Source
+from sources.errors import SplitSourceError, UnsupportedBoundednessError
+from sources.options import Option, Options
+from sources.planning import pack
+from sources.serialization import frame, unframe
+from sources.session import check_spark_version, use_this_python
+from sources.split import Boundedness
+
+__all__ = ["READ_OPTIONS", "SplitPartition", "register"]
+
+_DEFAULTS = FetcherSettings()
+
+READ_OPTIONS: tuple[Option, ...] = (
+    Option.integer(
+        "numPartitions",
+        "spread the splits over this many Spark partitions, balanced by size",
+        default=None,
+        minimum=1,
+    ),
+    Option.size(
+        "maxPartitionBytes",
+        "pack consecutive splits into partitions of at most this size",
+        default=None,
+    ),
+    Option.integer(
+        "maxRecordsPerBatch",
+        "most rows in one Arrow batch handed to Spark",
+        default=_DEFAULTS.max_records_per_batch,
+        minimum=1,
+    ),
+    Option.size(
+        "maxBytesPerBatch",
+        "about the most bytes in one Arrow batch handed to Spark",
+        default=_DEFAULTS.max_bytes_per_batch,
+    ),
+    Option.integer(
+        "fetchQueueCapacity",
+        "Arrow batches buffered between the fetcher thread and Spark",
+        default=_DEFAULTS.queue_capacity,
+        minimum=1,
+    ),
+)
+"""Options every splitsource format accepts, besides the source's own."""
+
+_PLANNING_ROUNDS_WITHOUT_PROGRESS = 3
+
+
+@dataclass(frozen=True)
+class SplitPartition(InputPartition):
+    """One Spark partition: its splits, each in the versioned frame."""
+
+    index: int
+    splits: tuple[bytes, ...]
+
+    def __init__(self, index: int, splits: tuple[bytes, ...]) -> None:
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "splits", splits)
+
+
+def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> None:
+    """Make each source readable as ``spark.read.format(<its format name>)``.
+
+    Checks that Spark is at least 4.2 and, unless the user chose a Python for
+    the workers, has them run the interpreter that runs this driver.
+    """
+    check_spark_version(spark.version)
+    use_this_python(spark)
+    for source_class in source_classes:
+        spark.dataSource.register(data_source_for(source_class))
+
+
+def data_source_for(source_class: type[Source[Any, Any]]) -> type[DataSource]:
+    """The Spark ``DataSource`` class that serves ``source_class``."""
+    return type(
+        f"{source_class.__name__}DataSource",
+        (SplitSourceDataSource,),
+        {"source_class": source_class, "__module__": __name__},
+    )
+
+
+class SplitSourceDataSource(DataSource):
+    """Serves one :class:`Source` class; subclassed per source by :func:`data_source_for`."""
+
+    source_class: type[Source[Any, Any]]
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.source, self.read_options = self.source_class.from_spark_options(options, READ_OPTIONS)
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.source_class.format_name()
+
+    def schema(self) -> StructType | str:
+        return self.source.schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        if Boundedness.BOUNDED not in self.source_class.supported_boundedness:
+            raise UnsupportedBoundednessError(
+                f"{self.name()} cannot do a bounded read with spark.read; "
+                "read it with spark.readStream instead."
+            )
+        return BoundedSourceReader(self.source, schema, self.read_options)
+
+
+class BoundedSourceReader(DataSourceReader):
+    """A ``spark.read`` of a source: plans all splits, reads each partition's splits."""
+
+    def __init__(self, source: Source[Any, Any], schema: StructType, options: Options) -> None:
+        self.source = source
+        self.schema = schema
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        splits = plan_bounded(self.source)
+        serializer = self.source.split_serializer()
+        groups = pack(
+            [split.estimated_bytes() for split in splits],
+            num_partitions=self.options["numPartitions"],
+            max_partition_bytes=self.options["maxPartitionBytes"],
+        )
+        return [
+            SplitPartition(i, tuple(frame(serializer, splits[j]) for j in members))
+            for i, members in enumerate(groups)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SplitPartition)
+        serializer = self.source.split_serializer()
+        what = f"a split of {self.source.format_name()} in partition {partition.index}"
+        splits = [unframe(serializer, data, what) for data in partition.splits]
+        yield from SplitFetcher(
+            self.source.create_reader,
+            splits,
+            arrow_schema(self.schema),
+            FetcherSettings(
+                max_records_per_batch=self.options["maxRecordsPerBatch"],
+                max_bytes_per_batch=self.options["maxBytesPerBatch"],
+                queue_capacity=self.options["fetchQueueCapacity"],
+            ),
+        )
+
+
+def plan_bounded(source: Source[Any, Any]) -> list[Any]:
+    """Every split of a bounded read, in the order the enumerator hands them out."""
+    enumerator: SplitEnumerator[Any, Any] = source.create_enumerator(
+        EnumeratorContext(Boundedness.BOUNDED)
+    )
+    enumerator.start()
+    try:
+        if isinstance(enumerator, PeriodicSplitEnumerator):
+            enumerator.handle_discovered_splits(enumerator.discover_more_splits())
+        splits: list[Any] = []
+        idle_rounds = 0
+        while not enumerator.is_end_of_input():
+            handed_out = enumerator.next_splits()
+            splits.extend(handed_out)
+            idle_rounds = 0 if handed_out else idle_rounds + 1
+            if idle_rounds >= _PLANNING_ROUNDS_WITHOUT_PROGRESS:
+                raise SplitSourceError(
+                    f"The enumerator of {source.format_name()} neither hands out splits nor "
+                    "reports end of input in a bounded read; a bounded enumerator must know "
+                    "all its splits after start() (or its one discovery)."
+                )
+        return splits
+    finally:
+        enumerator.close()
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects from a Python data source with ``schema``."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    result: pa.Schema = to_arrow_schema(schema, timezone="UTC")
+    return result
