@@ -1,0 +1,166 @@
+"""Small real sources that probe the framework: where reads run, how failures surface.
+
+Each is a complete :class:`sources.Source` built on the public API; only its
+split reader differs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from enumerators import EnumeratorContext, SplitEnumerator, StaticSplitEnumerator
+from readers import RecordsBySplit, SplitReader, SplitsAddition
+from sources import Boundedness, Option, Options, SimpleVersionedSerializer, Source, SourceSplit
+
+
+@dataclass(frozen=True)
+class ProbeSplit(SourceSplit):
+    """The ``index``-th of a probe source's splits."""
+
+    index: int
+
+    @property
+    def split_id(self) -> str:
+        return f"probe-{self.index}"
+
+
+class ProbeSplitSerializer(SimpleVersionedSerializer[ProbeSplit]):
+    @property
+    def version(self) -> int:
+        return 1
+
+    def serialize(self, obj: ProbeSplit) -> bytes:
+        return obj.index.to_bytes(4, "big")
+
+    def deserialize(self, version: int, data: bytes) -> ProbeSplit:
+        return ProbeSplit(int.from_bytes(data, "big"))
+
+
+class ProbeStateSerializer(SimpleVersionedSerializer[list[ProbeSplit]]):
+    @property
+    def version(self) -> int:
+        return 1
+
+    def serialize(self, obj: list[ProbeSplit]) -> bytes:
+        return b"".join(split.index.to_bytes(4, "big") for split in obj)
+
+    def deserialize(self, version: int, data: bytes) -> list[ProbeSplit]:
+        return [ProbeSplit(int.from_bytes(data[i : i + 4], "big")) for i in range(0, len(data), 4)]
+
+
+class OneShotReader(SplitReader[ProbeSplit]):
+    """Reads each split in one fetch, producing the rows ``rows_for(split)`` returns."""
+
+    def __init__(self, rows_for: Any) -> None:
+        self._rows_for = rows_for
+        self._splits: list[ProbeSplit] = []
+
+    def handle_splits_changes(self, change: SplitsAddition[ProbeSplit]) -> None:
+        self._splits.extend(change.splits)
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        if not self._splits:
+            return RecordsBySplit()
+        split = self._splits.pop(0)
+        batch = pa.RecordBatch.from_pydict(self._rows_for(split))
+        return RecordsBySplit({split.split_id: [batch]}, frozenset({split.split_id}))
+
+    def wakeup(self) -> None:
+        """Never blocks."""
+
+
+class ProbeSource(Source[ProbeSplit, list[ProbeSplit]]):
+    """``splits`` splits; subclasses say what rows each split holds."""
+
+    options: ClassVar = (Option.integer("splits", "number of splits", default=2, minimum=1),)
+
+    def __init__(self, splits: int) -> None:
+        self.splits = splits
+
+    @classmethod
+    def from_options(cls, options: Options) -> Any:
+        return cls(options["splits"])
+
+    def create_enumerator(self, context: EnumeratorContext) -> SplitEnumerator[ProbeSplit, Any]:
+        return StaticSplitEnumerator([ProbeSplit(i) for i in range(self.splits)])
+
+    def restore_enumerator(
+        self, context: EnumeratorContext, state: list[ProbeSplit]
+    ) -> SplitEnumerator[ProbeSplit, Any]:
+        return StaticSplitEnumerator(state)
+
+    def create_reader(self) -> SplitReader[ProbeSplit]:
+        return OneShotReader(self.rows)
+
+    def split_serializer(self) -> ProbeSplitSerializer:
+        return ProbeSplitSerializer()
+
+    def enumerator_state_serializer(self) -> ProbeStateSerializer:
+        return ProbeStateSerializer()
+
+    def rows(self, split: ProbeSplit) -> dict[str, list[Any]]:
+        raise NotImplementedError
+
+
+def executor_id_of_this_process() -> str | None:
+    """The ``--executor-id`` of the executor JVM this Python process descends from, if any."""
+    pid = os.getpid()
+    while pid > 1:
+        proc = Path(f"/proc/{pid}")
+        argv = (proc / "cmdline").read_bytes().split(b"\0")
+        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in argv:
+            return argv[argv.index(b"--executor-id") + 1].decode()
+        pid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    return None
+
+
+class WhereAmISource(ProbeSource):
+    """One row per split: the split, the pid that read it and its executor id."""
+
+    name = "whereami"
+
+    def schema(self) -> str:
+        return "split STRING NOT NULL, pid BIGINT NOT NULL, executor STRING"
+
+    def rows(self, split: ProbeSplit) -> dict[str, list[Any]]:
+        return {
+            "split": [split.split_id],
+            "pid": [os.getpid()],
+            "executor": [executor_id_of_this_process()],
+        }
+
+
+class FailingSource(ProbeSource):
+    """Its reader fails on every split with an OSError."""
+
+    name = "failing"
+
+    def schema(self) -> str:
+        return "value BIGINT"
+
+    def rows(self, split: ProbeSplit) -> dict[str, list[Any]]:
+        raise OSError(f"disk on fire while reading {split.split_id}")
+
+
+class WrongSchemaSource(ProbeSource):
+    """Its reader produces text where the schema declares a long."""
+
+    name = "wrongschema"
+
+    def schema(self) -> str:
+        return "value BIGINT"
+
+    def rows(self, split: ProbeSplit) -> dict[str, list[Any]]:
+        return {"value": ["not a number"]}
+
+
+class StreamOnlySource(WhereAmISource):
+    """Declares that it can only be read as a stream."""
+
+    name = "streamonly"
+    supported_boundedness: ClassVar = frozenset({Boundedness.CONTINUOUS_UNBOUNDED})

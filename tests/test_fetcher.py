@@ -1,0 +1,231 @@
+"""The executor-side reader runtime, driven directly: wakeup, cancel, close, memory bound."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pytest
+
+from readers import FetcherSettings, RecordsBySplit, SplitFetcher, SplitReader, SplitsAddition
+from readers.numbers import NumberSequenceSplitReader
+from sources import ReaderError, SchemaMismatchError
+from sources.numbers import NumberSequenceSplit
+
+SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
+
+
+class WaitingReader(SplitReader[NumberSequenceSplit]):
+    """Blocks in fetch until its timeout or a wakeup, like a reader waiting on a quiet broker."""
+
+    def __init__(self) -> None:
+        self.woken = threading.Event()
+        self.fetch_returned_at: list[float] = []
+        self.closed = 0
+
+    def handle_splits_changes(self, change: SplitsAddition[NumberSequenceSplit]) -> None:
+        pass
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        self.woken.wait(timeout)
+        self.woken.clear()
+        self.fetch_returned_at.append(time.monotonic())
+        return RecordsBySplit()
+
+    def wakeup(self) -> None:
+        self.woken.set()
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+class CountingReader(NumberSequenceSplitReader):
+    """The numbers reader, counting fetches and closes; fails on fetch ``fail_at`` if set."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.fetches = 0
+        self.finished = 0
+        self.closed = 0
+        self.fail_at = fail_at
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        self.fetches += 1
+        if self.fetches == self.fail_at:
+            raise ConnectionResetError("peer went away")
+        return super().fetch(timeout)
+
+    def finish(self) -> None:
+        self.finished += 1
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def splits(*ranges: tuple[int, int]) -> list[NumberSequenceSplit]:
+    return [NumberSequenceSplit(i, start, end) for i, (start, end) in enumerate(ranges)]
+
+
+def iterate_in_thread(fetcher: SplitFetcher[NumberSequenceSplit]) -> tuple[threading.Thread, list]:
+    outcome: list = []
+
+    def consume() -> None:
+        try:
+            outcome.extend(fetcher)
+        except BaseException as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    return thread, outcome
+
+
+def test_reads_all_splits_on_one_thread_in_bounded_batches() -> None:
+    reader = CountingReader()
+    fetcher = SplitFetcher(
+        lambda: reader,
+        splits((0, 99_999), (100_000, 100_009), (100_010, 250_000)),
+        SCHEMA,
+        FetcherSettings(max_records_per_batch=3_000),
+    )
+
+    batches = list(fetcher)
+
+    values = pa.concat_arrays([batch.column(0) for batch in batches]).to_pylist()
+    assert sorted(values) == list(range(250_001))
+    assert max(batch.num_rows for batch in batches) == 3_000
+    assert all(batch.schema.equals(SCHEMA) for batch in batches)
+    assert (reader.finished, reader.closed) == (1, 1)
+
+
+def test_batches_respect_the_byte_bound() -> None:
+    fetcher = SplitFetcher(
+        NumberSequenceSplitReader,
+        splits((0, 199_999)),
+        SCHEMA,
+        FetcherSettings(max_bytes_per_batch=64_000),
+    )
+
+    batches = list(fetcher)
+
+    assert sum(batch.num_rows for batch in batches) == 200_000
+    assert max(batch.nbytes for batch in batches) <= 64_000
+
+
+def test_cancel_wakes_a_fetch_blocked_on_a_long_timeout_within_100ms() -> None:
+    reader = WaitingReader()
+    fetcher = SplitFetcher(
+        lambda: reader, splits((0, 9)), SCHEMA, FetcherSettings(fetch_timeout=30.0)
+    )
+    thread, outcome = iterate_in_thread(fetcher)
+    time.sleep(0.3)
+
+    cancelled_at = time.monotonic()
+    fetcher.cancel()
+    thread.join(5)
+
+    assert reader.fetch_returned_at[-1] - cancelled_at < 0.1
+    assert not thread.is_alive()
+    assert isinstance(outcome[-1], ReaderError)
+    assert "was cancelled" in str(outcome[-1])
+    assert reader.closed == 1
+
+
+def test_a_cancelled_read_stops_within_the_shutdown_bound_even_if_wakeup_is_ignored() -> None:
+    class DeafReader(WaitingReader):
+        def wakeup(self) -> None:
+            pass
+
+    reader = DeafReader()
+    settings = FetcherSettings(fetch_timeout=3.0, shutdown_timeout=0.5)
+    fetcher = SplitFetcher(lambda: reader, splits((0, 9)), SCHEMA, settings)
+    thread, outcome = iterate_in_thread(fetcher)
+    time.sleep(0.2)
+
+    started = time.monotonic()
+    fetcher.cancel()
+    thread.join(5)
+
+    assert time.monotonic() - started < 1.0
+    assert isinstance(outcome[-1], ReaderError)
+
+
+def test_leaving_the_iteration_early_closes_the_reader() -> None:
+    reader = CountingReader()
+    fetcher = SplitFetcher(lambda: reader, splits((0, 10**9)), SCHEMA, FetcherSettings())
+    iterator: Iterator[pa.RecordBatch] = iter(fetcher)
+
+    next(iterator)
+    iterator.close()  # type: ignore[attr-defined]
+
+    assert reader.closed == 1
+    assert reader.finished == 0
+
+
+def test_a_failing_fetch_surfaces_with_the_split_ids_and_still_closes() -> None:
+    reader = CountingReader(fail_at=3)
+    fetcher = SplitFetcher(lambda: reader, splits((0, 10**7)), SCHEMA, FetcherSettings())
+
+    with pytest.raises(ReaderError, match=r"Reading splits \[0\] failed: ConnectionResetError"):
+        list(fetcher)
+
+    assert reader.closed == 1
+    assert reader.finished == 0
+
+
+def test_a_failing_close_after_a_clean_read_is_reported() -> None:
+    class BadClose(CountingReader):
+        def close(self) -> None:
+            raise OSError("could not release the lease")
+
+    with pytest.raises(ReaderError, match="could not release the lease"):
+        list(SplitFetcher(BadClose, splits((0, 99)), SCHEMA, FetcherSettings()))
+
+
+def test_the_queue_bound_holds_whatever_the_input_size() -> None:
+    reader = CountingReader()
+    capacity = 2
+    settings = FetcherSettings(max_records_per_batch=1 << 16, queue_capacity=capacity)
+    fetcher = SplitFetcher(lambda: reader, splits((0, 10**12)), SCHEMA, settings)
+    iterator = iter(fetcher)
+
+    for consumed in range(1, 6):
+        next(iterator)
+        time.sleep(0.3)  # a slow consumer: the fetcher must wait, not buffer ahead
+        # one chunk per fetch; at most `capacity` queued plus one blocked in put
+        assert reader.fetches - consumed <= capacity + 1
+    iterator.close()  # type: ignore[attr-defined]
+
+
+def test_batches_are_cast_to_the_declared_schema() -> None:
+    class IntReader(NumberSequenceSplitReader):
+        def fetch(self, timeout: float) -> RecordsBySplit:
+            fetched = super().fetch(timeout)
+            narrowed = {
+                split_id: [
+                    pa.RecordBatch.from_pydict(
+                        {"extra": [1] * b.num_rows, "value": b.column(0).cast(pa.int32())}
+                    )
+                    for b in batches
+                ]
+                for split_id, batches in fetched.batches.items()
+            }
+            return RecordsBySplit(narrowed, fetched.finished)
+
+    batches = list(SplitFetcher(IntReader, splits((0, 999)), SCHEMA, FetcherSettings()))
+
+    assert all(batch.schema.equals(SCHEMA) for batch in batches)
+    assert sum(batch.num_rows for batch in batches) == 1000
+
+
+def test_nulls_in_a_not_null_column_are_refused() -> None:
+    class NullReader(NumberSequenceSplitReader):
+        def fetch(self, timeout: float) -> RecordsBySplit:
+            fetched = super().fetch(timeout)
+            nulls = {sid: [pa.record_batch({"value": [1, None]})] for sid in fetched.batches}
+            return RecordsBySplit(nulls, fetched.finished)
+
+    with pytest.raises(SchemaMismatchError, match="1 null values in column 'value'"):
+        list(SplitFetcher(NullReader, splits((0, 9)), SCHEMA, FetcherSettings()))
