@@ -229,3 +229,14 @@ def test_nulls_in_a_not_null_column_are_refused() -> None:
 
     with pytest.raises(SchemaMismatchError, match="1 null values in column 'value'"):
         list(SplitFetcher(NullReader, splits((0, 9)), SCHEMA, FetcherSettings()))
+
+
+def test_reads_up_to_the_largest_long_without_overflow() -> None:
+    largest = (1 << 63) - 1
+    batches = list(
+        SplitFetcher(
+            NumberSequenceSplitReader, splits((largest - 4, largest)), SCHEMA, FetcherSettings()
+        )
+    )
+
+    assert batches[0].column(0).to_pylist() == list(range(largest - 4, largest + 1))

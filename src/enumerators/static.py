@@ -22,6 +22,8 @@ class StaticSplitEnumerator(SplitEnumerator[SplitT, list[SplitT]]):
         self._pending = list(splits)
 
     def next_splits(self, max_splits: int | None = None) -> list[SplitT]:
+        if max_splits is not None and max_splits < 0:
+            raise ValueError(f"max_splits must not be negative, got {max_splits}")
         count = len(self._pending) if max_splits is None else max_splits
         taken, self._pending = self._pending[:count], self._pending[count:]
         return taken

@@ -41,7 +41,7 @@ class NumberSequenceSplitReader(SplitReader["NumberSequenceSplit"]):
                 return RecordsBySplit()
             split = self._splits[0]
             start = split.start if self._next_value is None else self._next_value
-            stop = min(split.end + 1, start + CHUNK_ROWS)
+            stop = min(split.end + 1, start + CHUNK_ROWS)  # exclusive; may be 2**63
             if stop > split.end:
                 self._splits.popleft()
                 self._next_value = None
@@ -51,7 +51,7 @@ class NumberSequenceSplitReader(SplitReader["NumberSequenceSplit"]):
                 finished = frozenset()
         batches = []
         if stop > start:
-            values = pa.array(np.arange(start, stop, dtype=np.int64))
+            values = pa.array(np.arange(stop - start, dtype=np.int64) + np.int64(start))
             batches.append(pa.RecordBatch.from_arrays([values], names=["value"]))
         return RecordsBySplit({split.split_id: batches}, finished)
 

@@ -118,7 +118,7 @@ class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]
     def from_options(cls, options: Options) -> NumberSequenceSource:
         start, end = options["from"], options["to"]
         for option, value in (("from", start), ("to", end)):
-            if not LONG_MIN <= value < LONG_MAX:
+            if not LONG_MIN <= value <= LONG_MAX:
                 raise InvalidOptionError(
                     cls.format_name(), option, f"{value} is outside the range of a long"
                 )

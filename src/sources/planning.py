@@ -42,7 +42,7 @@ def _balanced(weights: list[int], num_partitions: int) -> list[list[int]]:
     loads = [0] * count
     bins: list[list[int]] = [[] for _ in range(count)]
     for index in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
-        lightest = min(range(count), key=lambda b: (loads[b], b))
+        lightest = min(range(count), key=lambda b: (loads[b], len(bins[b]), b))
         bins[lightest].append(index)
         loads[lightest] += weights[index]
     return [sorted(members) for members in bins]

@@ -89,7 +89,11 @@ def unframe(serializer: SimpleVersionedSerializer[T], data: bytes, what: str) ->
             f"Cannot read {what}: it does not start with the splitsource header "
             f"(found {magic!r}); the data is damaged or was not written by splitsource."
         )
-    if layout != FRAME_LAYOUT:
+    if layout < FRAME_LAYOUT:
+        raise CorruptDataError(
+            f"Cannot read {what}: frame layout {layout} does not exist; the data is damaged."
+        )
+    if layout > FRAME_LAYOUT:
         raise NewerVersionError(
             f"Cannot read {what}: it uses frame layout {layout}, written by a newer "
             f"version of splitsource. Upgrade splitsource to read it."
@@ -113,8 +117,8 @@ def unframe(serializer: SimpleVersionedSerializer[T], data: bytes, what: str) ->
         )
     try:
         return serializer.deserialize(version, payload)
-    except SerializationError:
-        raise
+    except SerializationError as error:
+        raise type(error)(f"Cannot read {what}: {type(serializer).__name__}: {error}") from error
     except Exception as error:
         raise CorruptDataError(
             f"Cannot read {what}: {type(serializer).__name__} failed on version "
