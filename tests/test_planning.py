@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from itertools import pairwise
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
