@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["NumberSequenceSplitReader"]
 
 CHUNK_ROWS = 1 << 16
+SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
 
 
 class NumberSequenceSplitReader(SplitReader["NumberSequenceSplit"]):
@@ -52,7 +53,7 @@ class NumberSequenceSplitReader(SplitReader["NumberSequenceSplit"]):
         batches = []
         if stop > start:
             values = pa.array(np.arange(stop - start, dtype=np.int64) + np.int64(start))
-            batches.append(pa.RecordBatch.from_arrays([values], names=["value"]))
+            batches.append(pa.RecordBatch.from_arrays([values], schema=SCHEMA))
         return RecordsBySplit({split.split_id: batches}, finished)
 
     def wakeup(self) -> None:
