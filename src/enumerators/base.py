@@ -10,7 +10,7 @@ from one driver thread, except ``discover_more_splits`` (see below).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -70,11 +70,25 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         It covers the pending splits, not the ones already handed out.
         """
 
+    def latest_positions(self, splits: Sequence[SplitT]) -> Mapping[str, int]:
+        """The position up to which each unbounded split can be read now, by split id.
+
+        Called on the driver when a micro-batch is planned, only with splits
+        whose ``end_position()`` is ``None``; may ask the outside system (Kafka:
+        the partitions' latest offsets). Bounded splits are read to their end.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} hands out unbounded splits, so it must implement "
+            "latest_positions() to say how far they can be read"
+        )
+
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Spark durably committed the batch whose state was ``snapshot_state(checkpoint_id)``.
 
         Side effects that must follow a commit (cleanup, committing offsets
-        elsewhere) belong here. Must be idempotent: it may be repeated after a restart.
+        elsewhere) belong here. Must be idempotent: it may be repeated after a
+        restart, on an enumerator restored from that very checkpoint, so the state
+        must carry whatever this method still has to do.
         """
 
     def close(self) -> None:

@@ -63,11 +63,16 @@ class SplitReader(ABC, Generic[SplitT]):
         """Make a blocked ``fetch`` return now. Thread-safe; called from any thread.
 
         A ``wakeup`` with no ``fetch`` in progress must make the next one
-        return promptly rather than be lost.
+        return promptly rather than be lost. Never called once ``close`` has begun.
         """
 
     def finish(self) -> None:
-        """No more records will be asked for: flush what is buffered (FLIP-147)."""
+        """Every split is finished and no ``fetch`` follows (FLIP-147's end of input).
+
+        Flush side effects here (for example report read positions); records
+        must already have been returned by ``fetch``. Not called when the read
+        fails or is cancelled; ``close`` is.
+        """
 
     def close(self) -> None:
         """Release every resource. Always called once, also after a failure."""

@@ -49,7 +49,12 @@ _POLL = 0.05
 
 @dataclass(frozen=True)
 class FetcherSettings:
-    """Limits of the reader runtime; each is a read option (see docs/options.md)."""
+    """Limits of the reader runtime.
+
+    The batch sizes and the queue capacity are read options (docs/options.md);
+    ``fetch_timeout`` bounds one ``fetch`` call and ``shutdown_timeout`` how long a
+    cancelled read waits for the fetcher thread.
+    """
 
     max_records_per_batch: int = 10_000
     max_bytes_per_batch: int = 16 << 20
@@ -117,9 +122,8 @@ class SplitFetcher(Generic[SplitT]):
         """Stop reading: wake the reader and let the fetcher thread close it. Thread-safe."""
         self._stopping.set()
         with self._reader_lock:
-            reader = self._reader
-        if reader is not None:
-            reader.wakeup()
+            if self._reader is not None:
+                self._reader.wakeup()
 
     def _next_item(self) -> pa.RecordBatch | BaseException | _End:
         while True:
@@ -148,6 +152,8 @@ class SplitFetcher(Generic[SplitT]):
         except BaseException as error:
             outcome = error
         finally:
+            with self._reader_lock:
+                self._reader = None  # no wakeup() once close() starts
             if reader is not None:
                 try:
                     reader.close()

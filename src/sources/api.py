@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
+from sources.errors import SplitSourceError
 from sources.options import Option, Options, parse_options
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
@@ -69,8 +70,14 @@ class Source(ABC, Generic[SplitT, StateT]):
         ``extra`` are options handled by the framework rather than the source;
         their parsed values are returned beside the source.
         """
-        parsed = parse_options(cls.format_name(), [*cls.options, *extra], given)
         own = {option.name for option in cls.options}
+        clashes = own & {option.name for option in extra}
+        if clashes:
+            raise SplitSourceError(
+                f"{cls.__name__} declares options {sorted(clashes)} that splitsource itself "
+                "defines for every source; rename them in the source."
+            )
+        parsed = parse_options(cls.format_name(), [*cls.options, *extra], given)
         source = cls.from_options(Options({k: v for k, v in parsed.items() if k in own}))
         framework = Options({k: v for k, v in parsed.items() if k not in own})
         return source, framework

@@ -49,6 +49,15 @@ class NumberSequenceSplit(SourceSplit):
     def estimated_bytes(self) -> int:
         return 8 * max(0, self.end - self.start + 1)
 
+    def start_position(self) -> int:
+        return self.start
+
+    def end_position(self) -> int:
+        return self.end + 1
+
+    def with_range(self, start: int, end: int) -> NumberSequenceSplit:
+        return NumberSequenceSplit(self.index, start, end - 1)
+
 
 class NumberSequenceSplitSerializer(SimpleVersionedSerializer[NumberSequenceSplit]):
     """Version 1: index (uint32), start and end (int64), big-endian."""
@@ -77,8 +86,8 @@ class NumberSequenceStateSerializer(SimpleVersionedSerializer[list[NumberSequenc
         return 1
 
     def serialize(self, obj: list[NumberSequenceSplit]) -> bytes:
-        splits = NumberSequenceSplitSerializer()
-        return _COUNT.pack(len(obj)) + b"".join(splits.serialize(split) for split in obj)
+        packed = (_SPLIT_V1.pack(split.index, split.start, split.end) for split in obj)
+        return _COUNT.pack(len(obj)) + b"".join(packed)
 
     def deserialize(self, version: int, data: bytes) -> list[NumberSequenceSplit]:
         (count,) = _COUNT.unpack_from(data)
@@ -106,7 +115,13 @@ class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]
     options: ClassVar = (
         Option.integer("from", "first number, inclusive", default=0),
         Option.integer("to", "last number, inclusive"),
-        Option.integer("splits", "how many splits to cut the range into", default=1, minimum=1),
+        Option.integer(
+            "splits",
+            "how many splits to cut the range into",
+            default=1,
+            minimum=1,
+            maximum=1_000_000,
+        ),
     )
 
     def __init__(self, start: int, end: int, splits: int = 1) -> None:

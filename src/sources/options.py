@@ -51,8 +51,9 @@ class Option:
         doc: str,
         default: Any = _REQUIRED,
         minimum: int | None = None,
+        maximum: int | None = None,
     ) -> Option:
-        """A whole number, optionally with a lower bound."""
+        """A whole number, optionally with bounds."""
 
         def parse(text: str) -> int:
             try:
@@ -61,6 +62,8 @@ class Option:
                 raise ValueError(f"expected a whole number, got '{text}'") from None
             if minimum is not None and value < minimum:
                 raise ValueError(f"must be at least {minimum}, got {value}")
+            if maximum is not None and value > maximum:
+                raise ValueError(f"must be at most {maximum}, got {value}")
             return value
 
         return cls(name, parse, doc, default)

@@ -67,7 +67,12 @@ def frame(serializer: SimpleVersionedSerializer[T], obj: T) -> bytes:
         raise SerializationError(
             f"{type(serializer).__name__}.version must be a positive integer, got {version}"
         )
-    payload = serializer.serialize(obj)
+    try:
+        payload = serializer.serialize(obj)
+    except Exception as error:
+        raise SerializationError(
+            f"{type(serializer).__name__} cannot serialize {obj!r}: {error}"
+        ) from error
     checksum = _checksum(version, payload)
     return _HEADER.pack(MAGIC, FRAME_LAYOUT, version, len(payload), checksum) + payload
 

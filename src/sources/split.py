@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from typing import Self
 
 __all__ = ["Boundedness", "SourceSplit"]
 
@@ -23,6 +24,12 @@ class SourceSplit(ABC):
 
     Splits are value objects: immutable, picklable and comparable, planned on
     the driver and read on an executor.
+
+    Streaming reads a split in steps. Integer *positions* order its records:
+    reading starts at ``start_position()`` and ends before ``end_position()``
+    (``None``: the split never ends, like a Kafka partition). A micro-batch
+    reads ``with_range(a, b)``. The defaults make the split one indivisible
+    unit: position 0 is unread, 1 is read.
     """
 
     @property
@@ -36,3 +43,23 @@ class SourceSplit(ABC):
         Used only to balance splits across Spark partitions.
         """
         return None
+
+    def start_position(self) -> int:
+        """The position of the first record; fixed when the split is created."""
+        return 0
+
+    def end_position(self) -> int | None:
+        """The position after the last record, or ``None`` if the split is unbounded."""
+        return 1
+
+    def with_range(self, start: int, end: int) -> Self:
+        """This split restricted to the positions ``[start, end)``, for one micro-batch.
+
+        The reader of the returned split reads exactly those records and then
+        reports the split finished. The default supports only the whole split.
+        """
+        if (start, end) != (self.start_position(), self.end_position()):
+            raise NotImplementedError(
+                f"{type(self).__name__} is read whole; it cannot be restricted to [{start}, {end})"
+            )
+        return self
