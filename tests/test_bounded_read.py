@@ -80,7 +80,10 @@ def test_unknown_option_names_it_and_lists_valid_ones(spark: SparkSession) -> No
 
     message = str(caught.value)
     assert "Option 'tos' of splitsource.numbers: unknown option." in message
-    assert "Valid options for splitsource.numbers: fetchQueueCapacity, from," in message
+    assert (
+        "Valid options for splitsource.numbers: discoveryInterval, fetchQueueCapacity, from,"
+        in message
+    )
 
 
 def test_invalid_option_value_names_the_option(spark: SparkSession) -> None:

@@ -1,10 +1,10 @@
-"""The split reader of the number sequence source: Arrow batches of consecutive longs."""
+"""Split readers whose records are computed from their positions: Arrow batches of longs."""
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -12,27 +12,35 @@ import pyarrow as pa
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 
 if TYPE_CHECKING:
-    from sources.numbers import NumberSequenceSplit
+    from sources.numbers import NumberSequenceSplit  # noqa: F401 - named in a string below
+    from sources.split import SourceSplit
 
-__all__ = ["NumberSequenceSplitReader"]
+__all__ = ["NumberSequenceSplitReader", "PositionRangeReader"]
 
 CHUNK_ROWS = 1 << 16
 SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
 
+SplitT = TypeVar("SplitT", bound="SourceSplit")
 
-class NumberSequenceSplitReader(SplitReader["NumberSequenceSplit"]):
-    """Produces each split's numbers in chunks of ``CHUNK_ROWS``, one split after the other.
 
-    Numbers never block, so ``fetch`` returns one chunk at once; ``wakeup``
-    has nothing to interrupt.
+class PositionRangeReader(SplitReader[SplitT]):
+    """Reads bounded splits one after the other, ``CHUNK_ROWS`` positions per fetch.
+
+    The ``value`` of the record at a position is ``values(split, positions)``.
+    Nothing here blocks, so ``fetch`` returns at once and ``wakeup`` has
+    nothing to interrupt.
     """
 
     def __init__(self) -> None:
-        self._splits: deque[NumberSequenceSplit] = deque()
-        self._next_value: int | None = None
+        self._splits: deque[SplitT] = deque()
+        self._next_position: int | None = None
         self._lock = threading.Lock()
 
-    def handle_splits_changes(self, change: SplitsAddition[NumberSequenceSplit]) -> None:
+    def values(self, split: SplitT, positions: np.ndarray) -> np.ndarray:
+        """The values of the records at ``positions`` (int64) of ``split``."""
+        return positions
+
+    def handle_splits_changes(self, change: SplitsAddition[SplitT]) -> None:
         with self._lock:
             self._splits.extend(change.splits)
 
@@ -41,20 +49,26 @@ class NumberSequenceSplitReader(SplitReader["NumberSequenceSplit"]):
             if not self._splits:
                 return RecordsBySplit()
             split = self._splits[0]
-            start = split.start if self._next_value is None else self._next_value
-            stop = min(split.end + 1, start + CHUNK_ROWS)  # exclusive; may be 2**63
-            if stop > split.end:
+            end = split.end_position()
+            assert end is not None, "a split is read in bounded ranges"
+            start = split.start_position() if self._next_position is None else self._next_position
+            stop = min(end, start + CHUNK_ROWS)
+            finished = frozenset({split.split_id}) if stop >= end else frozenset()
+            if finished:
                 self._splits.popleft()
-                self._next_value = None
-                finished = frozenset({split.split_id})
+                self._next_position = None
             else:
-                self._next_value = stop
-                finished = frozenset()
+                self._next_position = stop
         batches = []
         if stop > start:
-            values = pa.array(np.arange(stop - start, dtype=np.int64) + np.int64(start))
+            positions = np.arange(stop - start, dtype=np.int64) + np.int64(start)
+            values = pa.array(self.values(split, positions))
             batches.append(pa.RecordBatch.from_arrays([values], schema=SCHEMA))
         return RecordsBySplit({split.split_id: batches}, finished)
 
     def wakeup(self) -> None:
         """Nothing to wake: ``fetch`` never blocks."""
+
+
+class NumberSequenceSplitReader(PositionRangeReader["NumberSequenceSplit"]):
+    """The reader of ``splitsource.numbers``: each number is its own position."""

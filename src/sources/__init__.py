@@ -27,8 +27,10 @@ from sources.split import Boundedness, SourceSplit
 
 if TYPE_CHECKING:
     from sources.numbers import NumberSequenceSource
+    from sources.rate import RateSource
     from sources.session import local_session
     from sources.spark import register
+    from sources.stopping import cancel, stop_gracefully
 
 __all__ = [
     "Boundedness",
@@ -38,6 +40,7 @@ __all__ = [
     "NumberSequenceSource",
     "Option",
     "Options",
+    "RateSource",
     "ReaderError",
     "SchemaMismatchError",
     "SerializationError",
@@ -47,16 +50,21 @@ __all__ = [
     "SplitSourceError",
     "UnsupportedBoundednessError",
     "UnsupportedSparkVersionError",
+    "cancel",
     "local_session",
     "register",
+    "stop_gracefully",
 ]
 
 # These import pyspark and the concrete connectors; loading them lazily keeps
 # `import enumerators` / `import readers` free of import cycles through here.
 _LAZY = {
     "NumberSequenceSource": "sources.numbers",
+    "RateSource": "sources.rate",
     "local_session": "sources.session",
     "register": "sources.spark",
+    "cancel": "sources.stopping",
+    "stop_gracefully": "sources.stopping",
 }
 
 

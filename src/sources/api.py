@@ -56,6 +56,10 @@ class Source(ABC, Generic[SplitT, StateT]):
     supported_boundedness: ClassVar[frozenset[Boundedness]] = frozenset({Boundedness.BOUNDED})
     """The kinds of read this source can do. ``spark.read`` needs ``BOUNDED``."""
 
+    positions_count_records: ClassVar[bool] = False
+    """True if a split's positions count its records (numbers, Kafka offsets), so that
+    ``maxRecordsPerTrigger`` can be applied; False for splits read whole (files)."""
+
     @classmethod
     def format_name(cls) -> str:
         """The name users pass to ``spark.read.format(...)``."""

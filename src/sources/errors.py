@@ -16,6 +16,7 @@ __all__ = [
     "SchemaMismatchError",
     "SerializationError",
     "SplitSourceError",
+    "StateStoreError",
     "UnsupportedBoundednessError",
     "UnsupportedSparkVersionError",
 ]
@@ -62,3 +63,7 @@ class SchemaMismatchError(SplitSourceError, ValueError):
 
 class ReaderError(SplitSourceError, RuntimeError):
     """A split reader failed while reading on an executor."""
+
+
+class StateStoreError(SplitSourceError, RuntimeError):
+    """The driver-side state store cannot write or give back an enumerator-state artifact."""

@@ -112,6 +112,7 @@ class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]
     """
 
     name = "numbers"
+    positions_count_records = True
     options: ClassVar = (
         Option.integer("from", "first number, inclusive", default=0),
         Option.integer("to", "last number, inclusive"),

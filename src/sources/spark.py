@@ -10,26 +10,29 @@ reader runtime (:mod:`readers.fetcher`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, SplitEnumerator
-from readers.fetcher import FetcherSettings, SplitFetcher
+from readers.fetcher import FetcherSettings
 from sources.api import Source
 from sources.errors import SplitSourceError, UnsupportedBoundednessError
-from sources.options import Option, Options
-from sources.planning import pack
-from sources.serialization import frame, unframe
+from sources.options import Option
+from sources.partitions import SplitPartitionReading
 from sources.session import check_spark_version, use_this_python
 from sources.split import Boundedness
+from sources.streaming import STREAM_OPTIONS, SplitSourceStreamReader, check_stream_options
 
-__all__ = ["READ_OPTIONS", "SplitPartition", "register"]
+__all__ = ["READ_OPTIONS", "register"]
 
 _DEFAULTS = FetcherSettings()
 
@@ -68,18 +71,6 @@ READ_OPTIONS: tuple[Option, ...] = (
 _PLANNING_ROUNDS_WITHOUT_PROGRESS = 3
 
 
-@dataclass(frozen=True)
-class SplitPartition(InputPartition):
-    """One Spark partition: its splits, each in the versioned frame."""
-
-    index: int
-    splits: tuple[bytes, ...]
-
-    def __init__(self, index: int, splits: tuple[bytes, ...]) -> None:
-        object.__setattr__(self, "index", index)
-        object.__setattr__(self, "splits", splits)
-
-
 def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> None:
     """Make each source readable as ``spark.read.format(<its format name>)``.
 
@@ -108,7 +99,10 @@ class SplitSourceDataSource(DataSource):
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.source, self.read_options = self.source_class.from_spark_options(options, READ_OPTIONS)
+        self.source, self.read_options = self.source_class.from_spark_options(
+            options, (*READ_OPTIONS, *STREAM_OPTIONS)
+        )
+        check_stream_options(self.source, self.read_options)
 
     @classmethod
     def name(cls) -> str:
@@ -125,43 +119,15 @@ class SplitSourceDataSource(DataSource):
             )
         return BoundedSourceReader(self.source, schema, self.read_options)
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return SplitSourceStreamReader(self.source, schema, self.read_options)
 
-class BoundedSourceReader(DataSourceReader):
-    """A ``spark.read`` of a source: plans all splits, reads each partition's splits."""
 
-    def __init__(self, source: Source[Any, Any], schema: StructType, options: Options) -> None:
-        self.source = source
-        self.schema = schema
-        self.options = options
+class BoundedSourceReader(SplitPartitionReading, DataSourceReader):
+    """A ``spark.read`` of a source: plans every split, reads each partition's splits."""
 
     def partitions(self) -> Sequence[InputPartition]:
-        splits = plan_bounded(self.source)
-        serializer = self.source.split_serializer()
-        groups = pack(
-            [split.estimated_bytes() for split in splits],
-            num_partitions=self.options["numPartitions"],
-            max_partition_bytes=self.options["maxPartitionBytes"],
-        )
-        return [
-            SplitPartition(i, tuple(frame(serializer, splits[j]) for j in members))
-            for i, members in enumerate(groups)
-        ]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SplitPartition)
-        serializer = self.source.split_serializer()
-        what = f"a split of {self.source.format_name()} in partition {partition.index}"
-        splits = [unframe(serializer, data, what) for data in partition.splits]
-        yield from SplitFetcher(
-            self.source.create_reader,
-            splits,
-            arrow_schema(self.schema),
-            FetcherSettings(
-                max_records_per_batch=self.options["maxRecordsPerBatch"],
-                max_bytes_per_batch=self.options["maxBytesPerBatch"],
-                queue_capacity=self.options["fetchQueueCapacity"],
-            ),
-        )
+        return self.partitions_of(plan_bounded(self.source))
 
 
 def plan_bounded(source: Source[Any, Any]) -> list[Any]:
@@ -188,11 +154,3 @@ def plan_bounded(source: Source[Any, Any]) -> list[Any]:
         return splits
     finally:
         enumerator.close()
-
-
-def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema Spark expects from a Python data source with ``schema``."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    result: pa.Schema = to_arrow_schema(schema, timezone="UTC")
-    return result

@@ -16,6 +16,7 @@ import pyarrow as pa
 from enumerators import EnumeratorContext, SplitEnumerator, StaticSplitEnumerator
 from readers import RecordsBySplit, SplitReader, SplitsAddition
 from sources import Boundedness, Option, Options, SimpleVersionedSerializer, Source, SourceSplit
+from sources.numbers import NumberSequenceSource
 
 
 @dataclass(frozen=True)
@@ -164,3 +165,45 @@ class StreamOnlySource(WhereAmISource):
 
     name = "streamonly"
     supported_boundedness: ClassVar = frozenset({Boundedness.CONTINUOUS_UNBOUNDED})
+
+
+class NotifyingStaticEnumerator(StaticSplitEnumerator[Any]):
+    """A static enumerator that records each checkpoint it is told is complete, as a file."""
+
+    def __init__(self, splits: Any, notify_dir: str) -> None:
+        super().__init__(splits)
+        self._notify_dir = Path(notify_dir)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        (self._notify_dir / f"notified-{checkpoint_id}").touch()
+
+
+class NotifyingNumbersSource(NumberSequenceSource):
+    """``splitsource.numbers`` whose enumerator records commit notifications in ``notifyDir``."""
+
+    name = "notifying"
+    options: ClassVar = (
+        *NumberSequenceSource.options,
+        Option.string("notifyDir", "directory for notified-<checkpoint> files"),
+    )
+
+    def __init__(self, start: int, end: int, splits: int, notify_dir: str) -> None:
+        super().__init__(start, end, splits)
+        self.notify_dir = notify_dir
+
+    @classmethod
+    def from_options(cls, options: Options) -> Any:
+        base = NumberSequenceSource.from_options(options)
+        return cls(base.start, base.end, base.splits, options["notifyDir"])
+
+    def create_enumerator(self, context: EnumeratorContext) -> Any:
+        splits = super().create_enumerator(context).snapshot_state(0)
+        return NotifyingStaticEnumerator(splits, self.notify_dir)
+
+    def restore_enumerator(self, context: EnumeratorContext, state: Any) -> Any:
+        return NotifyingStaticEnumerator(state, self.notify_dir)
+
+
+def notified_checkpoints(notify_dir: Path) -> list[int]:
+    """The checkpoint ids a NotifyingNumbersSource was told are complete, in order."""
+    return sorted(int(path.name.split("-")[1]) for path in notify_dir.glob("notified-*"))

@@ -1,0 +1,76 @@
+"""Periodic split discovery on a background driver thread (FLIP-27's callAsync).
+
+The thread calls ``discover_more_splits`` at once and then every interval; its
+results wait in a queue until the enumerator's own thread takes them with
+``drain``. Planning a micro-batch never waits for a discovery in progress. A
+failed discovery stops the thread and is raised by the next ``drain``, so the
+query fails with the cause instead of silently finding nothing more.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from enumerators.base import PeriodicSplitEnumerator
+from sources.errors import SplitSourceError
+
+__all__ = ["DiscoveryError", "PeriodicDiscovery"]
+
+
+class DiscoveryError(SplitSourceError, RuntimeError):
+    """Finding new splits failed on the driver."""
+
+
+class PeriodicDiscovery:
+    """Runs ``enumerator.discover_more_splits`` every ``interval`` seconds on a daemon thread."""
+
+    def __init__(
+        self, enumerator: PeriodicSplitEnumerator[Any, Any], interval: float, source: str
+    ) -> None:
+        self._enumerator = enumerator
+        self._interval = interval
+        self._source = source
+        self._results: queue.Queue[Sequence[Any]] = queue.Queue()
+        self._failure: BaseException | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"splitsource-discovery-{source}", daemon=True
+        )
+
+    def start(self) -> None:
+        """Start discovering; the first discovery begins at once."""
+        self._thread.start()
+
+    def drain(self) -> list[Sequence[Any]]:
+        """The results of the discoveries finished since the last call, oldest first."""
+        results = []
+        while True:
+            try:
+                results.append(self._results.get_nowait())
+            except queue.Empty:
+                break
+        if self._failure is not None and not results:
+            raise DiscoveryError(
+                f"Discovering new splits of {self._source} failed: "
+                f"{type(self._failure).__name__}: {self._failure}"
+            ) from self._failure
+        return results
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread, waiting up to ``timeout`` seconds for a discovery in progress."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                found = self._enumerator.discover_more_splits()
+            except BaseException as error:
+                self._failure = error
+                return
+            self._results.put(found)
+            self._stopping.wait(self._interval)

@@ -1,0 +1,87 @@
+"""Spark partitions of splits, shared by bounded and streaming reads.
+
+On the driver, splits are packed into :class:`SplitPartition`s, each carrying
+its splits in the versioned frame; on an executor, a partition is read through
+the reader runtime (:mod:`readers.fetcher`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import StructType
+
+from readers.fetcher import FetcherSettings, SplitFetcher
+from sources.api import Source
+from sources.options import Options
+from sources.planning import pack
+from sources.serialization import frame, unframe
+from sources.split import SourceSplit
+
+__all__ = ["SplitPartition", "SplitPartitionReading", "arrow_schema"]
+
+
+@dataclass(frozen=True)
+class SplitPartition(InputPartition):
+    """One Spark partition: its splits, each in the versioned frame."""
+
+    index: int
+    splits: tuple[bytes, ...]
+
+    def __init__(self, index: int, splits: tuple[bytes, ...]) -> None:
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "splits", splits)
+
+
+class SplitPartitionReading:
+    """Packs splits into partitions (driver) and reads a partition (executor).
+
+    Holds configuration only, so that Spark can pickle it into every task.
+    """
+
+    def __init__(self, source: Source[Any, Any], schema: StructType, options: Options) -> None:
+        self.source = source
+        self.schema = schema
+        self.options = options
+
+    def partitions_of(self, splits: Sequence[SourceSplit]) -> list[SplitPartition]:
+        """Pack ``splits`` into partitions as the partitioning options say."""
+        serializer = self.source.split_serializer()
+        groups = pack(
+            [split.estimated_bytes() for split in splits],
+            num_partitions=self.options["numPartitions"],
+            max_partition_bytes=self.options["maxPartitionBytes"],
+        )
+        return [
+            SplitPartition(i, tuple(frame(serializer, splits[j]) for j in members))
+            for i, members in enumerate(groups)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Read every split of ``partition`` as Arrow batches of the declared schema."""
+        assert isinstance(partition, SplitPartition)
+        serializer = self.source.split_serializer()
+        what = f"a split of {self.source.format_name()} in partition {partition.index}"
+        splits = [unframe(serializer, data, what) for data in partition.splits]
+        yield from SplitFetcher(
+            self.source.create_reader,
+            splits,
+            arrow_schema(self.schema),
+            FetcherSettings(
+                max_records_per_batch=self.options["maxRecordsPerBatch"],
+                max_bytes_per_batch=self.options["maxBytesPerBatch"],
+                queue_capacity=self.options["fetchQueueCapacity"],
+            ),
+        )
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects from a Python data source with ``schema``."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    result: pa.Schema = to_arrow_schema(schema, timezone="UTC")
+    return result

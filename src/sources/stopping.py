@@ -1,0 +1,68 @@
+"""Stopping a splitsource stream: gracefully (nothing to replay) or at once.
+
+A graceful stop asks the driver-side stream reader, through the state store
+at ``stateLocation``, to stop admitting data. The reader answers at its next
+planning call, which Spark makes only once the batch in flight has committed;
+it runs that batch's commit-time side effects, admits nothing more and
+acknowledges. Only then is the query stopped, so a restart replays nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from enumerators.coordinator import STOP_ACK, STOP_REQUEST
+from enumerators.state_store import StateStore
+from sources.errors import SplitSourceError
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["cancel", "stop_gracefully"]
+
+
+def stop_gracefully(query: StreamingQuery, state_location: str, timeout: float = 300.0) -> None:
+    """Let the in-flight micro-batch finish and commit, then stop ``query``.
+
+    ``state_location`` is the ``stateLocation`` option of the query's
+    splitsource stream. A restart from the checkpoint then replays nothing.
+    Raises :class:`SplitSourceError` if the stream does not acknowledge within
+    ``timeout`` seconds (the query is left running).
+    """
+    store = StateStore(state_location)
+    token = uuid.uuid4().hex
+    request = {"token": token, "requested_at": time.time()}
+    store.write_marker(STOP_REQUEST, json.dumps(request).encode())
+    try:
+        deadline = time.monotonic() + timeout
+        while not _acknowledged(store, token):
+            if not query.isActive:
+                return
+            if time.monotonic() > deadline:
+                raise SplitSourceError(
+                    f"The stream with stateLocation {state_location} did not stop admitting "
+                    f"data within {timeout:.0f}s; is it a splitsource stream with that "
+                    "stateLocation? The query is still running."
+                )
+            time.sleep(0.1)
+        query.stop()
+    finally:
+        store.delete_marker(STOP_REQUEST)
+        store.delete_marker(STOP_ACK)
+
+
+def cancel(query: StreamingQuery) -> None:
+    """Stop ``query`` at once; a restart replays its last, uncommitted micro-batch.
+
+    With an exactly-once sink the replay reads the very same records, so each
+    record is still written exactly once.
+    """
+    query.stop()
+
+
+def _acknowledged(store: StateStore, token: str) -> bool:
+    ack = store.read_marker(STOP_ACK)
+    return ack is not None and json.loads(ack).get("token") == token

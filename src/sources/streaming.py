@@ -1,0 +1,157 @@
+"""The Spark binding of ``spark.readStream``: a stream reader around a :class:`StreamCoordinator`.
+
+Spark runs one instance of :class:`SplitSourceStreamReader` per query run in a
+long-lived Python process on the driver; it creates the coordinator (and
+through it the enumerator) on first use. The instances that Spark creates to
+read partitions on executors never touch the coordinator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from enumerators.admission import AdmissionLimits
+from enumerators.coordinator import StreamCoordinator
+from sources.api import Source
+from sources.errors import InvalidOptionError
+from sources.options import Option, Options
+from sources.partitions import SplitPartitionReading
+
+__all__ = ["STREAM_OPTIONS", "SplitSourceStreamReader", "check_stream_options"]
+
+STREAM_OPTIONS: tuple[Option, ...] = (
+    Option.integer(
+        "maxRecordsPerTrigger",
+        "most records one micro-batch reads, shared fairly across splits",
+        default=None,
+        minimum=1,
+    ),
+    Option.integer(
+        "maxSplitsPerTrigger", "most new splits (files) one micro-batch takes", None, minimum=1
+    ),
+    Option.size(
+        "maxBytesPerTrigger", "about the most bytes of new splits one micro-batch takes", None
+    ),
+    Option.integer(
+        "minRecordsPerTrigger",
+        "wait for at least this many records before a micro-batch, up to maxTriggerDelay",
+        default=None,
+        minimum=1,
+    ),
+    Option.duration("maxTriggerDelay", "longest wait for minRecordsPerTrigger", default=15 * 60.0),
+    Option.duration(
+        "discoveryInterval", "time between two discoveries of new splits", default=10.0
+    ),
+    Option.string(
+        "stateLocation",
+        "directory (any fsspec URL) for enumerator state too large for an offset",
+        default=None,
+    ),
+)
+"""Options of every splitsource format that matter to ``spark.readStream``."""
+
+_RECORD_OPTIONS = ("maxRecordsPerTrigger", "minRecordsPerTrigger")
+
+
+def check_stream_options(source: Source[Any, Any], options: Options) -> None:
+    """Refuse record limits for a source whose positions do not count records."""
+    if source.positions_count_records:
+        return
+    for name in _RECORD_OPTIONS:
+        if options[name] is not None:
+            raise InvalidOptionError(
+                source.format_name(),
+                name,
+                "cannot be applied because this source does not know how many records a "
+                "split holds before reading it; use maxSplitsPerTrigger or maxBytesPerTrigger",
+            )
+
+
+def admission_limits(options: Options) -> AdmissionLimits:
+    """The admission limits the stream options ask for."""
+    return AdmissionLimits(
+        max_records=options["maxRecordsPerTrigger"],
+        max_splits=options["maxSplitsPerTrigger"],
+        max_bytes=options["maxBytesPerTrigger"],
+        min_records=options["minRecordsPerTrigger"],
+        max_trigger_delay=options["maxTriggerDelay"],
+    )
+
+
+class SplitSourceStreamReader(
+    SplitPartitionReading, DataSourceStreamReader, SupportsTriggerAvailableNow
+):
+    """``spark.readStream`` of a source; see :mod:`enumerators.coordinator` for the semantics."""
+
+    def __init__(self, source: Source[Any, Any], schema: StructType, options: Options) -> None:
+        super().__init__(source, schema, options)
+        self.limits = admission_limits(options)
+        self._coordinator: StreamCoordinator | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_coordinator"] = None
+        return state
+
+    @property
+    def coordinator(self) -> StreamCoordinator:
+        """The driver-side coordinator, created on first use."""
+        if self._coordinator is None:
+            location = self.options["stateLocation"]
+            store = None
+            if location is not None:
+                from enumerators.state_store import StateStore
+
+                store = StateStore(location)
+            self._coordinator = StreamCoordinator(
+                self.source, self.limits, store, self.options["discoveryInterval"]
+            )
+        return self._coordinator
+
+    def initialOffset(self) -> dict[str, Any]:
+        return self.coordinator.initial_offset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limits = self.limits
+        if limits.max_records is not None:
+            return ReadMaxRows(limits.max_records)
+        if limits.max_splits is not None:
+            return ReadMaxFiles(limits.max_splits)
+        if limits.max_bytes is not None:
+            return ReadMaxBytes(limits.max_bytes)
+        if limits.min_records is not None:
+            return ReadMinRows(limits.min_records)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        limited = not isinstance(limit, ReadAllAvailable)
+        return dict(self.coordinator.latest_offset(start, limited))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.coordinator.prepare_available_now()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return self.coordinator.latest_positions()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return self.partitions_of(self.coordinator.plan(start, end))
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self.coordinator.commit(end)
+
+    def stop(self) -> None:
+        if self._coordinator is not None:
+            self._coordinator.close()
