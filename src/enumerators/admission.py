@@ -42,17 +42,21 @@ def fair_shares(backlogs: Mapping[str, int], budget: int) -> dict[str, int]:
     records from rounding go to splits in sorted id order.
     """
     shares = dict.fromkeys(backlogs, 0)
-    hungry = sorted(split for split, backlog in backlogs.items() if backlog > 0)
+    by_need = sorted(
+        (split for split in backlogs if backlogs[split] > 0), key=lambda s: (backlogs[s], s)
+    )
     remaining = budget
-    while hungry and remaining > 0:
-        equal, extra = divmod(remaining, len(hungry))
-        still_hungry = []
-        for position, split in enumerate(hungry):
-            offer = equal + (1 if position < extra else 0)
-            take = min(offer, backlogs[split] - shares[split])
-            shares[split] += take
-            remaining -= take
-            if shares[split] < backlogs[split]:
-                still_hungry.append(split)
-        hungry = still_hungry
+    for served, split in enumerate(by_need):
+        waiting = len(by_need) - served
+        equal = remaining // waiting
+        if backlogs[split] <= equal:
+            shares[split] = backlogs[split]
+            remaining -= backlogs[split]
+            continue
+        # Every split still waiting needs more than an equal share: give each that share,
+        # and the records left over by rounding one each, in split id order.
+        leftover = remaining - equal * waiting
+        for rank, hungry in enumerate(sorted(by_need[served:])):
+            shares[hungry] = equal + (1 if rank < leftover else 0)
+        break
     return shares

@@ -1,0 +1,289 @@
+"""The driver-side streaming coordinator, driven the way Spark drives it (no Spark needed)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from enumerators.admission import AdmissionLimits, fair_shares
+from enumerators.coordinator import StreamCoordinator
+from enumerators.discovery import DiscoveryError
+from enumerators.state_store import StateStore
+from sources import SplitSourceError
+from sources.numbers import NumberSequenceSource, NumberSequenceSplit
+from sources.rate import RateEnumerator, RateSource, RateSplit, RateState
+
+
+def spark_json(offset: Mapping[str, Any]) -> dict[str, Any]:
+    """What Spark hands back: the offset after a trip through its offset log."""
+    result: dict[str, Any] = json.loads(json.dumps(offset))
+    return result
+
+
+def numbers_read(slices: list[Any]) -> list[int]:
+    values: list[int] = []
+    for split in slices:
+        assert isinstance(split, NumberSequenceSplit)
+        values.extend(range(split.start, split.end + 1))
+    return values
+
+
+class SparkDriver:
+    """Spark's micro-batch loop around one source, with an exactly-once sink and restarts."""
+
+    def __init__(self, make: Any) -> None:
+        self._make = make
+        self.coordinator: StreamCoordinator = make()
+        self.offsets: list[dict[str, Any]] = []  # logged end offsets, by batch id
+        self.committed = -1  # newest committed batch id
+        self.sink: list[int] = []
+        self.initial = spark_json(self.coordinator.initial_offset())
+
+    def start_of(self, batch: int) -> dict[str, Any]:
+        return self.initial if batch == 0 else self.offsets[batch - 1]
+
+    def run_batch(self, limited: bool, crash_before_commit: bool = False) -> bool:
+        """Plan, log and run the next batch; False if there was no new data."""
+        batch = self.committed + 1
+        start = self.start_of(batch)
+        end = spark_json(self.coordinator.latest_offset(start, limited))
+        if end == start:
+            return False
+        self.offsets.append(end)
+        if crash_before_commit:
+            self.restart()
+            return True
+        self._execute(batch)
+        return True
+
+    def restart(self) -> None:
+        """A new driver process; Spark re-runs the logged, uncommitted batch first."""
+        self.coordinator.close()
+        self.coordinator = self._make()
+        if len(self.offsets) > self.committed + 1:
+            self._execute(self.committed + 1)
+
+    def _execute(self, batch: int) -> None:
+        slices = self.coordinator.plan(self.start_of(batch), self.offsets[batch])
+        self.sink.extend(numbers_read(slices))
+        self.committed = batch
+        if batch > 0:
+            self.coordinator.commit(self.offsets[batch - 1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    splits=st.integers(1, 6),
+    count=st.integers(0, 400),
+    max_records=st.one_of(st.none(), st.integers(1, 150)),
+    max_splits=st.one_of(st.none(), st.integers(1, 3)),
+    steps=st.lists(st.sampled_from(["batch", "unlimited", "crash", "restart"]), max_size=25),
+)
+def test_restarts_at_any_point_read_each_number_exactly_once(
+    splits: int, count: int, max_records: int | None, max_splits: int | None, steps: list[str]
+) -> None:
+    source = NumberSequenceSource(0, count - 1, splits)
+    limits = AdmissionLimits(max_records=max_records, max_splits=max_splits)
+    driver = SparkDriver(lambda: StreamCoordinator(source, limits))
+
+    for step in steps:
+        if step == "restart":
+            driver.restart()
+        else:
+            driver.run_batch(limited=step != "unlimited", crash_before_commit=step == "crash")
+        assert len(driver.sink) == len(set(driver.sink))
+    while driver.run_batch(limited=True):
+        pass
+
+    assert sorted(driver.sink) == list(range(count))
+
+
+def test_each_batch_respects_max_records_and_max_splits() -> None:
+    source = NumberSequenceSource(0, 9_999, 8)
+    driver = SparkDriver(
+        lambda: StreamCoordinator(source, AdmissionLimits(max_records=700, max_splits=3))
+    )
+    sizes = []
+    while driver.run_batch(limited=True):
+        sizes.append(len(driver.sink) - sum(sizes))
+
+    assert max(sizes) <= 700
+    assert sum(sizes) == 10_000
+
+
+def test_the_same_offsets_always_plan_the_same_ranges() -> None:
+    source = NumberSequenceSource(0, 999, 4)
+    first = StreamCoordinator(source, AdmissionLimits(max_records=333))
+    start = spark_json(first.initial_offset())
+    end = spark_json(first.latest_offset(start, limited=True))
+
+    again = first.plan(start, end)
+    after_restart = StreamCoordinator(source, AdmissionLimits(max_records=333)).plan(start, end)
+
+    assert again == after_restart == first.plan(start, end)
+    assert len(numbers_read(again)) == 333
+
+
+def test_the_initial_offset_is_the_same_in_every_run() -> None:
+    source = NumberSequenceSource(0, 999, 4)
+    runs = [StreamCoordinator(source, AdmissionLimits()).initial_offset() for _ in range(2)]
+
+    assert json.dumps(runs[0]) == json.dumps(runs[1])
+
+
+def test_enumerator_state_too_large_for_an_offset_asks_for_state_location() -> None:
+    source = NumberSequenceSource(0, 99_999, 2_000)
+
+    with pytest.raises(SplitSourceError, match="Set the option stateLocation"):
+        StreamCoordinator(source, AdmissionLimits()).initial_offset()
+
+
+def test_large_state_lives_in_the_state_store_and_restores_from_it(tmp_path: Path) -> None:
+    source = NumberSequenceSource(0, 99_999, 2_000)
+    store_url = str(tmp_path / "state")
+    driver = SparkDriver(
+        lambda: StreamCoordinator(source, AdmissionLimits(max_splits=500), StateStore(store_url))
+    )
+
+    assert "ref" in driver.initial["state"]
+    driver.run_batch(limited=True)
+    driver.run_batch(limited=True, crash_before_commit=True)
+    while driver.run_batch(limited=True):
+        pass
+
+    assert sorted(driver.sink) == list(range(100_000))
+    assert len(StateStore(store_url).keys()) <= 2
+
+
+class _BlockingRateEnumerator(RateEnumerator):
+    release = threading.Event()
+
+    def discover_more_splits(self) -> list[RateSplit]:
+        self.release.wait(30)
+        return super().discover_more_splits()
+
+
+class _FailingRateEnumerator(RateEnumerator):
+    def discover_more_splits(self) -> list[RateSplit]:
+        raise OSError("metadata service unreachable")
+
+
+class _RateWith(RateSource):
+    enumerator_class: type[RateEnumerator] = RateEnumerator
+
+    def restore_enumerator(self, context: Any, state: RateState) -> RateEnumerator:
+        return self.enumerator_class(self.splits, self.rows_per_second, state)
+
+
+def test_planning_never_waits_for_a_discovery_in_progress() -> None:
+    source = _RateWith()
+    source.enumerator_class = _BlockingRateEnumerator
+    coordinator = StreamCoordinator(source, AdmissionLimits(), discovery_interval=0.05)
+    start = spark_json(coordinator.initial_offset())
+
+    began = time.monotonic()
+    end = coordinator.latest_offset(start, limited=True)
+
+    assert time.monotonic() - began < 1.0
+    assert end == start
+    _BlockingRateEnumerator.release.set()
+    coordinator.close()
+
+
+def test_a_failed_discovery_fails_planning_with_its_cause() -> None:
+    source = _RateWith()
+    source.enumerator_class = _FailingRateEnumerator
+    coordinator = StreamCoordinator(source, AdmissionLimits(), discovery_interval=0.05)
+    start = spark_json(coordinator.initial_offset())
+
+    with pytest.raises(DiscoveryError, match="OSError: metadata service unreachable"):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            coordinator.latest_offset(start, limited=True)
+            time.sleep(0.05)
+    coordinator.close()
+
+
+def wait_for_rate_splits(coordinator: StreamCoordinator, start: dict[str, Any]) -> dict[str, Any]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        end = spark_json(coordinator.latest_offset(start, limited=True))
+        if end != start:
+            return end
+        time.sleep(0.05)
+    raise AssertionError("the rate source discovered no splits")
+
+
+def test_min_records_waits_for_more_until_max_trigger_delay() -> None:
+    limits = AdmissionLimits(min_records=10**9, max_trigger_delay=1.0)
+    coordinator = StreamCoordinator(RateSource(1_000, 2), limits, discovery_interval=0.05)
+    first = wait_for_rate_splits(coordinator, spark_json(coordinator.initial_offset()))
+    time.sleep(0.2)
+
+    assert coordinator.latest_offset(first, limited=True) == first
+    assert coordinator.latest_offset(first, limited=False) != first
+    time.sleep(1.0)
+    assert coordinator.latest_offset(first, limited=True) != first
+    coordinator.close()
+
+
+def test_available_now_stops_at_what_was_available_when_it_started() -> None:
+    rate = 5_000
+    streaming = StreamCoordinator(RateSource(rate, 2), AdmissionLimits(), discovery_interval=0.05)
+    first = wait_for_rate_splits(streaming, spark_json(streaming.initial_offset()))
+    streaming.close()
+    time.sleep(0.3)
+    restarted = StreamCoordinator(RateSource(rate, 2), AdmissionLimits(max_records=100))
+    restarted.prepare_available_now()
+
+    before_ms = time.time_ns() // 1_000_000
+    offsets = [first, spark_json(restarted.latest_offset(first, limited=True))]
+    after_ms = time.time_ns() // 1_000_000
+    while offsets[-1] != offsets[-2]:
+        time.sleep(0.01)  # the source keeps growing while the run goes on
+        offsets.append(spark_json(restarted.latest_offset(offsets[-1], limited=True)))
+
+    created_ms = min(split.created_ms for split in restarted.plan(None, offsets[-1]))
+    final = sum(split["position"] for split in offsets[-1]["splits"].values())
+    assert len(offsets) > 5
+    assert (before_ms - created_ms) * rate // 1000 - 2 <= final
+    assert final <= (after_ms - created_ms) * rate // 1000
+
+
+def test_a_graceful_stop_request_is_acknowledged_after_the_last_commit(tmp_path: Path) -> None:
+    from sources.stopping import _acknowledged
+
+    store = StateStore(str(tmp_path / "state"))
+    source = NumberSequenceSource(0, 999, 2)
+    driver = SparkDriver(lambda: StreamCoordinator(source, AdmissionLimits(max_records=100), store))
+    driver.run_batch(limited=True)
+    store.write_marker(
+        "stop-request", json.dumps({"token": "t", "requested_at": time.time()}).encode()
+    )
+
+    assert not driver.run_batch(limited=True)
+    assert _acknowledged(store, "t")
+    assert len(driver.sink) == 100
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    backlogs=st.dictionaries(st.text("abc", min_size=1, max_size=3), st.integers(0, 1000)),
+    budget=st.integers(0, 3000),
+)
+def test_fair_shares_are_max_min_fair(backlogs: dict[str, int], budget: int) -> None:
+    shares = fair_shares(backlogs, budget)
+
+    assert all(0 <= shares[s] <= backlogs[s] for s in backlogs)
+    assert sum(shares.values()) == min(budget, sum(backlogs.values()))
+    for split, share in shares.items():
+        if share < backlogs[split]:
+            assert all(share >= other - 1 for other in shares.values())

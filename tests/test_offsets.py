@@ -1,0 +1,116 @@
+"""Streaming's persisted structures: offsets and the rate source's splits and state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from enumerators.admission import AdmissionLimits
+from enumerators.checkpoint import SplitProgress, StreamOffset
+from enumerators.coordinator import StreamCoordinator
+from sources import CorruptDataError, NewerVersionError
+from sources.numbers import NumberSequenceSource, NumberSequenceSplit
+from sources.rate import RateSplit, RateSplitSerializer, RateState, RateStateSerializer
+from sources.serialization import frame, unframe
+
+GOLDEN = Path(__file__).parent / "golden"
+
+offsets = st.builds(
+    StreamOffset,
+    epoch=st.integers(0, 2**63 - 1),
+    splits=st.dictionaries(
+        st.text(min_size=1, max_size=20),
+        st.builds(SplitProgress, st.binary(max_size=64), st.integers(-(2**63), 2**63 - 1)),
+        max_size=8,
+    ),
+    inline_state=st.binary(max_size=64),
+)
+
+
+@settings(max_examples=200)
+@given(offset=offsets)
+def test_offsets_survive_sparks_json_round_trip(offset: StreamOffset) -> None:
+    logged = json.loads(json.dumps(offset.to_json()))
+
+    assert StreamOffset.from_json(logged, "test") == offset
+    assert json.dumps(StreamOffset.from_json(logged, "test").to_json()) == json.dumps(
+        offset.to_json()
+    )
+
+
+@given(ref=st.text(min_size=1, max_size=40), epoch=st.integers(0, 10**6))
+def test_offsets_with_a_state_reference_round_trip(ref: str, epoch: int) -> None:
+    offset = StreamOffset(epoch, {}, state_ref=ref)
+
+    assert StreamOffset.from_json(json.loads(json.dumps(offset.to_json())), "test") == offset
+
+
+def test_the_golden_v1_offset_restores_and_plans_the_same_ranges() -> None:
+    golden = json.loads((GOLDEN / "offset_v1_numbers.json").read_text())
+    source = NumberSequenceSource(0, 999, 4)
+    coordinator = StreamCoordinator(source, AdmissionLimits(max_records=100, max_splits=2))
+
+    planned = coordinator.plan(coordinator.initial_offset(), golden)
+    following = coordinator.latest_offset(golden, limited=True)
+
+    assert planned == [NumberSequenceSplit(0, 0, 49), NumberSequenceSplit(1, 250, 299)]
+    assert following["epoch"] == 2
+    assert sorted(following["splits"]) == ["0", "1", "2", "3"]
+
+
+def test_an_offset_from_a_newer_layout_asks_for_an_upgrade() -> None:
+    golden = json.loads((GOLDEN / "offset_v1_numbers.json").read_text())
+
+    with pytest.raises(NewerVersionError, match="written by a newer splitsource"):
+        StreamOffset.from_json({**golden, "version": 2}, "splitsource.numbers")
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [{}, {"version": 1}, {"version": 1, "epoch": "x", "splits": {}, "state": {"inline": ""}}],
+)
+def test_a_damaged_offset_is_a_clear_error(damaged: dict[str, object]) -> None:
+    with pytest.raises(CorruptDataError, match=r"Cannot read an offset of splitsource\.numbers"):
+        StreamOffset.from_json(damaged, "splitsource.numbers")
+
+
+def test_golden_rate_split_v1() -> None:
+    data = (GOLDEN / "rate_split_v1.bin").read_bytes()
+    expected = RateSplit(3, 8, 1_700_000_000_123, 10, None)
+
+    assert unframe(RateSplitSerializer(), data, "golden") == expected
+    assert frame(RateSplitSerializer(), expected) == data
+
+
+def test_golden_rate_state_v1() -> None:
+    data = (GOLDEN / "rate_state_v1.bin").read_bytes()
+    expected = RateState(True, (RateSplit(0, 2, 5, 0, None), RateSplit(1, 2, 5, 7, 9)))
+
+    assert unframe(RateStateSerializer(), data, "golden") == expected
+    assert frame(RateStateSerializer(), expected) == data
+
+
+rate_splits = st.builds(
+    RateSplit,
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 2**32 - 1),
+    st.integers(0, 2**62),
+    st.integers(0, 2**62),
+    st.one_of(st.none(), st.integers(0, 2**62)),
+)
+
+
+@given(split=rate_splits)
+def test_rate_splits_round_trip(split: RateSplit) -> None:
+    assert unframe(RateSplitSerializer(), frame(RateSplitSerializer(), split), "t") == split
+
+
+@given(discovered=st.booleans(), pending=st.lists(rate_splits, max_size=5))
+def test_rate_states_round_trip(discovered: bool, pending: list[RateSplit]) -> None:
+    state = RateState(discovered, tuple(pending))
+
+    assert unframe(RateStateSerializer(), frame(RateStateSerializer(), state), "t") == state
