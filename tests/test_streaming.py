@@ -44,6 +44,12 @@ def to_parquet(df: DataFrame, tmp_path: Path, **trigger: Any) -> StreamingQuery:
     )
 
 
+def run_to_end(df: DataFrame, tmp_path: Path, **trigger: Any) -> StreamingQuery:
+    query = to_parquet(df, tmp_path, **trigger)
+    assert query.awaitTermination(300), "the query did not end by itself"
+    return query
+
+
 def data_batches(query: StreamingQuery) -> list[int]:
     return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
 
@@ -62,8 +68,7 @@ def test_available_now_reads_everything_within_max_records_per_trigger(
 ) -> None:
     df = numbers_stream(spark, splits=3, maxRecordsPerTrigger=25_000)
 
-    query = to_parquet(df, tmp_path, availableNow=True)
-    query.awaitTermination(300)
+    query = run_to_end(df, tmp_path, availableNow=True)
 
     assert data_batches(query) == [25_000, 25_000, 10_000]
     assert_sink_holds_each_number_once(spark, tmp_path, TOTAL)
@@ -74,8 +79,7 @@ def test_max_splits_per_trigger_admits_that_many_new_splits_per_batch(
 ) -> None:
     df = numbers_stream(spark, splits=6, maxSplitsPerTrigger=4)
 
-    query = to_parquet(df, tmp_path, availableNow=True)
-    query.awaitTermination(300)
+    query = run_to_end(df, tmp_path, availableNow=True)
 
     assert data_batches(query) == [40_000, 20_000]
     assert_sink_holds_each_number_once(spark, tmp_path, TOTAL)
@@ -86,8 +90,7 @@ def test_max_bytes_per_trigger_admits_splits_up_to_that_size(
 ) -> None:
     df = numbers_stream(spark, splits=6, maxBytesPerTrigger=str(2 * 10_000 * 8))
 
-    query = to_parquet(df, tmp_path, availableNow=True)
-    query.awaitTermination(300)
+    query = run_to_end(df, tmp_path, availableNow=True)
 
     assert data_batches(query) == [20_000, 20_000, 20_000]
 
@@ -97,8 +100,7 @@ def test_trigger_once_reads_all_available_ignoring_the_limits(
 ) -> None:
     df = numbers_stream(spark, splits=3, maxRecordsPerTrigger=1_000)
 
-    query = to_parquet(df, tmp_path, once=True)
-    query.awaitTermination(300)
+    query = run_to_end(df, tmp_path, once=True)
 
     assert data_batches(query) == [TOTAL]
 
@@ -114,8 +116,7 @@ def test_available_now_commits_its_last_batch(spark: SparkSession, tmp_path: Pat
         notifyDir=str(notify_dir),
     )
 
-    query = to_parquet(df, tmp_path, availableNow=True)
-    query.awaitTermination(300)
+    query = run_to_end(df, tmp_path, availableNow=True)
 
     assert len(data_batches(query)) == 3
     assert notified_checkpoints(notify_dir)[-1] == 3  # epochs 1..3 end batches 0..2
@@ -126,8 +127,7 @@ def test_progress_reports_how_far_the_source_could_read(
 ) -> None:
     df = numbers_stream(spark, splits=2, maxRecordsPerTrigger=10_000)
 
-    query = to_parquet(df, tmp_path, availableNow=True)
-    query.awaitTermination(300)
+    query = run_to_end(df, tmp_path, availableNow=True)
 
     first = query.recentProgress[0]["sources"][0]
     assert first["latestOffset"] is not None
@@ -173,3 +173,16 @@ def wait_for(condition: Any, timeout: float = 120.0) -> None:
 
 def last_batch(log: Path) -> int:
     return max(int(path.name) for path in log.iterdir() if path.name.isdigit())
+
+
+def test_cancel_then_restart_replays_the_open_batch_exactly_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    df = numbers_stream(spark, splits=4, maxRecordsPerTrigger=2_000)
+    query = to_parquet(df, tmp_path, processingTime="0 seconds")
+    wait_for(lambda: len(data_batches(query)) >= 3)
+
+    sources.cancel(query)
+    run_to_end(df, tmp_path, availableNow=True)
+
+    assert_sink_holds_each_number_once(spark, tmp_path, TOTAL)
