@@ -7,12 +7,13 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from enumerators import CompletedCheckpoint, StaticSplitEnumerator
 from enumerators.admission import AdmissionLimits, fair_shares
 from enumerators.coordinator import StreamCoordinator
 from enumerators.discovery import DiscoveryError
@@ -287,3 +288,38 @@ def test_fair_shares_are_max_min_fair(backlogs: dict[str, int], budget: int) -> 
     for split, share in shares.items():
         if share < backlogs[split]:
             assert all(share >= other - 1 for other in shares.values())
+
+
+class _RecordingEnumerator(StaticSplitEnumerator[NumberSequenceSplit]):
+    completed: ClassVar[list[CompletedCheckpoint]] = []
+
+    def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint) -> None:
+        self.completed.append(checkpoint)
+
+
+class _RecordingNumbers(NumberSequenceSource):
+    def restore_enumerator(self, context: Any, state: list[NumberSequenceSplit]) -> Any:
+        return _RecordingEnumerator(state)
+
+
+def test_every_committed_batch_is_notified_with_the_splits_it_finished() -> None:
+    _RecordingEnumerator.completed.clear()
+    source = _RecordingNumbers(0, 999, 5)
+    driver = SparkDriver(lambda: StreamCoordinator(source, AdmissionLimits(max_records=150)))
+
+    driver.run_batch(limited=True)
+    driver.run_batch(limited=True, crash_before_commit=True)  # restart replays batch 1
+    driver.run_batch(limited=True)
+    driver.restart()
+    while driver.run_batch(limited=True):
+        pass
+
+    completed = _RecordingEnumerator.completed
+    epochs = [checkpoint.checkpoint_id for checkpoint in completed]
+    assert sorted(set(epochs)) == list(range(1, driver.committed + 2))
+    assert epochs == sorted(epochs)
+    finished = set().union(*(checkpoint.finished for checkpoint in completed))
+    assert finished == {"0", "1", "2", "3", "4"}
+    last = completed[-1]
+    assert last.finished
+    assert all(last.positions[split] == (int(split) + 1) * 200 for split in last.finished)

@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 if TYPE_CHECKING:
     from sources.split import Boundedness
 
-__all__ = ["EnumeratorContext", "PeriodicSplitEnumerator", "SplitEnumerator"]
+__all__ = [
+    "CompletedCheckpoint",
+    "EnumeratorContext",
+    "PeriodicSplitEnumerator",
+    "SplitEnumerator",
+]
 
 SplitT = TypeVar("SplitT", bound="SourceSplit")
 StateT = TypeVar("StateT")
@@ -32,6 +37,20 @@ class EnumeratorContext:
 
     boundedness: Boundedness
     """``BOUNDED`` for ``spark.read`` and AvailableNow: the enumerator must reach an end."""
+
+
+@dataclass(frozen=True)
+class CompletedCheckpoint:
+    """A checkpoint Spark has durably committed, as ``notify_checkpoint_complete`` sees it."""
+
+    checkpoint_id: int
+    """The id ``snapshot_state`` was called with for this checkpoint."""
+
+    positions: Mapping[str, int]
+    """The position reached by each split being read at this checkpoint, by split id."""
+
+    finished: frozenset[str]
+    """The ids of the splits read to their end by this checkpoint (and not before)."""
 
 
 class SplitEnumerator(ABC, Generic[SplitT, StateT]):
@@ -82,13 +101,15 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
             "latest_positions() to say how far they can be read"
         )
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        """Spark durably committed the batch whose state was ``snapshot_state(checkpoint_id)``.
+    def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint) -> None:
+        """Spark durably committed the batch that ended at ``checkpoint``.
 
-        Side effects that must follow a commit (cleanup, committing offsets
-        elsewhere) belong here. Must be idempotent: it may be repeated after a
-        restart, on an enumerator restored from that very checkpoint, so the state
-        must carry whatever this method still has to do.
+        Side effects that must follow a commit (archiving read files, committing
+        offsets to a consumer group) belong here, driven by
+        ``checkpoint.positions`` and ``checkpoint.finished``. Called at least once
+        for every committed checkpoint, in order; it may be repeated after a
+        restart, on an enumerator restored from that very checkpoint, so it must
+        be idempotent.
         """
 
     def close(self) -> None:
@@ -98,16 +119,13 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
 class PeriodicSplitEnumerator(SplitEnumerator[SplitT, StateT]):
     """An enumerator whose splits are found over time, by polling an outside system.
 
-    ``discover_more_splits`` is called every ``discovery_interval`` seconds,
+    ``discover_more_splits`` is called every ``discoveryInterval`` (a read option),
     possibly on a background thread while the other methods run; it must only
     read the outside system, not change the enumerator. Its result is handed to
     ``handle_discovered_splits`` on the enumerator's own thread. Under
     ``spark.read`` and AvailableNow it is called exactly once, before planning:
     that single discovery is what "available now" means.
     """
-
-    discovery_interval: float = 10.0
-    """Seconds between two discoveries while streaming."""
 
     @abstractmethod
     def discover_more_splits(self) -> Sequence[SplitT]:

@@ -26,10 +26,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from enumerators.admission import AdmissionLimits, fair_shares
-from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, SplitEnumerator
+from enumerators.base import (
+    CompletedCheckpoint,
+    EnumeratorContext,
+    PeriodicSplitEnumerator,
+    SplitEnumerator,
+)
 from enumerators.checkpoint import SplitProgress, StreamOffset
 from enumerators.discovery import PeriodicDiscovery
 from sources.errors import SplitSourceError
+from sources.planning import UNKNOWN_SPLIT_BYTES
 from sources.serialization import frame, unframe
 from sources.split import Boundedness, SourceSplit
 
@@ -158,7 +164,14 @@ class StreamCoordinator:
         self, start_json: Mapping[str, Any] | None, end_json: Mapping[str, Any]
     ) -> list[SourceSplit]:
         """The split ranges the micro-batch from ``start`` to ``end`` reads, by split id order."""
-        start = self._decode(start_json) if start_json is not None else None
+        start = None
+        if start_json is not None:
+            start = self._decode(start_json)
+            if self._enumerator is None and start.epoch > self._notified_epoch:
+                # First call after a restart: ``start`` is committed, and its commit-time
+                # side effects may not have run before the previous driver died.
+                self._restore(start, start_json)
+                self._notify_committed(start)
         end = self._decode(end_json)
         slices = []
         for split_id in sorted(end.splits):
@@ -178,7 +191,7 @@ class StreamCoordinator:
         self._notify_committed(end)
 
     def latest_positions(self) -> dict[str, int] | None:
-        """How far each split being read could be read, as of the last planning call."""
+        """How far each split being read could be read, as of the last micro-batch planned."""
         return dict(sorted(self._latest.items())) if self._latest else None
 
     def close(self) -> None:
@@ -219,7 +232,15 @@ class StreamCoordinator:
         if offset.epoch <= self._notified_epoch:
             return
         assert self._enumerator is not None
-        self._enumerator.notify_checkpoint_complete(offset.epoch)
+        positions = {sid: progress.position for sid, progress in offset.splits.items()}
+        finished = frozenset(
+            sid
+            for sid, progress in offset.splits.items()
+            if self._finished(self._unframe_split(progress.split, sid), progress.position)
+        )
+        self._enumerator.notify_checkpoint_complete(
+            CompletedCheckpoint(offset.epoch, positions, finished)
+        )
         if self._store is not None:
             self._store.committed(offset.epoch)
         self._notified_epoch = offset.epoch
@@ -228,10 +249,14 @@ class StreamCoordinator:
         active = {}
         for split_id, progress in offset.splits.items():
             split = self._unframe_split(progress.split, split_id)
-            end = split.end_position()
-            if end is None or progress.position < end:
+            if not self._finished(split, progress.position):
                 active[split_id] = _Active(progress.split, split, progress.position)
         return active
+
+    @staticmethod
+    def _finished(split: SourceSplit, position: int) -> bool:
+        end = split.end_position()
+        return end is not None and position >= end
 
     def _admit_new_splits(
         self, enumerator: SplitEnumerator[Any, Any], limited: bool
@@ -242,7 +267,8 @@ class StreamCoordinator:
         budget = self._limits.max_bytes if limited else None
         max_splits = self._limits.max_splits if limited else None
         for split in offered:
-            size = split.estimated_bytes() or 0
+            estimate = split.estimated_bytes()
+            size = UNKNOWN_SPLIT_BYTES if estimate is None else estimate
             in_target = self._target is None or split.split_id in self._target.split_ids
             full = max_splits is not None and len(admitted) >= max_splits
             over_budget = budget is not None and bool(admitted) and size > budget

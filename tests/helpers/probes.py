@@ -13,7 +13,12 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from enumerators import EnumeratorContext, SplitEnumerator, StaticSplitEnumerator
+from enumerators import (
+    CompletedCheckpoint,
+    EnumeratorContext,
+    SplitEnumerator,
+    StaticSplitEnumerator,
+)
 from readers import RecordsBySplit, SplitReader, SplitsAddition
 from sources import Boundedness, Option, Options, SimpleVersionedSerializer, Source, SourceSplit
 from sources.numbers import NumberSequenceSource
@@ -174,8 +179,8 @@ class NotifyingStaticEnumerator(StaticSplitEnumerator[Any]):
         super().__init__(splits)
         self._notify_dir = Path(notify_dir)
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        (self._notify_dir / f"notified-{checkpoint_id}").touch()
+    def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint) -> None:
+        (self._notify_dir / f"notified-{checkpoint.checkpoint_id}").touch()
 
 
 class NotifyingNumbersSource(NumberSequenceSource):
