@@ -267,7 +267,7 @@ def test_a_graceful_stop_request_is_acknowledged_after_the_last_commit(tmp_path:
     driver = SparkDriver(lambda: StreamCoordinator(source, AdmissionLimits(max_records=100), store))
     driver.run_batch(limited=True)
     store.write_marker(
-        "stop-request", json.dumps({"token": "t", "requested_at": time.time()}).encode()
+        "stop-request", json.dumps({"token": "t", "expires_at": time.time() + 60}).encode()
     )
 
     assert not driver.run_batch(limited=True)
@@ -323,3 +323,14 @@ def test_every_committed_batch_is_notified_with_the_splits_it_finished() -> None
     last = completed[-1]
     assert last.finished
     assert all(last.positions[split] == (int(split) + 1) * 200 for split in last.finished)
+
+
+def test_an_expired_stop_request_does_not_stall_the_query(tmp_path: Path) -> None:
+    store = StateStore(str(tmp_path / "state"))
+    source = NumberSequenceSource(0, 999, 2)
+    driver = SparkDriver(lambda: StreamCoordinator(source, AdmissionLimits(max_records=100), store))
+    request = {"token": "t", "expires_at": time.time() - 1}
+    store.write_marker("stop-request", json.dumps(request).encode())
+
+    assert driver.run_batch(limited=True)
+    assert store.read_marker("stop-request") is None

@@ -97,7 +97,6 @@ class StreamCoordinator:
         self._target: _Target | None = None
         self._last_batch_at = time.monotonic()
         self._latest: dict[str, int] = {}
-        self._created_at = time.time()
 
     def initial_offset(self) -> dict[str, Any]:
         """The offset before any data: a fresh enumerator's state, no splits (epoch 0)."""
@@ -216,7 +215,6 @@ class StreamCoordinator:
         self.close()
         if self._store is not None and not self._recovered:
             self._store.recover(offset.epoch)
-            self._discard_stale_stop_request(self._store)
             self._recovered = True
         what = f"the enumerator state of {self._name} at epoch {offset.epoch}"
         state = unframe(self._state_serializer, self._load_state(offset), what)
@@ -350,13 +348,12 @@ class StreamCoordinator:
         request = self._store.read_marker(STOP_REQUEST)
         if request is None:
             return False
+        if json.loads(request)["expires_at"] < time.time():
+            # Left behind by a stop_gracefully that died; honouring it would stall the query.
+            self._store.delete_marker(STOP_REQUEST)
+            return False
         self._store.write_marker(STOP_ACK, request)
         return True
-
-    def _discard_stale_stop_request(self, store: StateStore) -> None:
-        request = store.read_marker(STOP_REQUEST)
-        if request is not None and json.loads(request)["requested_at"] < self._created_at:
-            store.delete_marker(STOP_REQUEST)
 
     def _stop_discovery(self) -> None:
         if self._discovery is not None:

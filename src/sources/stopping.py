@@ -34,7 +34,7 @@ def stop_gracefully(query: StreamingQuery, state_location: str, timeout: float =
     """
     store = StateStore(state_location)
     token = uuid.uuid4().hex
-    request = {"token": token, "requested_at": time.time()}
+    request = {"token": token, "expires_at": time.time() + timeout}
     store.write_marker(STOP_REQUEST, json.dumps(request).encode())
     try:
         deadline = time.monotonic() + timeout
