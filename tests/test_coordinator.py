@@ -334,3 +334,18 @@ def test_an_expired_stop_request_does_not_stall_the_query(tmp_path: Path) -> Non
 
     assert driver.run_batch(limited=True)
     assert store.read_marker("stop-request") is None
+
+
+def test_a_stop_asked_before_the_first_batch_waits_for_that_batch(tmp_path: Path) -> None:
+    from sources.stopping import _acknowledged
+
+    store = StateStore(str(tmp_path / "state"))
+    request = {"token": "t", "expires_at": time.time() + 60}
+    store.write_marker("stop-request", json.dumps(request).encode())
+    coordinator = StreamCoordinator(NumberSequenceSource(0, 9, 1), AdmissionLimits(), store)
+    initial = spark_json(coordinator.initial_offset())
+
+    first = spark_json(coordinator.latest_offset(initial, limited=True))  # Spark logs batch 0
+    assert not _acknowledged(store, "t")
+    assert coordinator.latest_offset(first, limited=True) == first
+    assert _acknowledged(store, "t")

@@ -97,10 +97,14 @@ class StreamCoordinator:
         self._target: _Target | None = None
         self._last_batch_at = time.monotonic()
         self._latest: dict[str, int] = {}
+        self._first_batch_pending = False
 
     def initial_offset(self) -> dict[str, Any]:
         """The offset before any data: a fresh enumerator's state, no splits (epoch 0)."""
         enumerator = self._source.create_enumerator(self._context())
+        # Spark logs the first batch of a new query whatever this run's first
+        # latestOffset returns, so that call cannot leave nothing in flight.
+        self._first_batch_pending = True
         try:
             return self._offset(0, {}, enumerator.snapshot_state(0)).to_json()
         finally:
@@ -120,7 +124,8 @@ class StreamCoordinator:
         start = self._decode(start_json)
         enumerator = self._restore(start, start_json)
         self._notify_committed(start)
-        if self._stop_requested():
+        first_batch_pending, self._first_batch_pending = self._first_batch_pending, False
+        if not first_batch_pending and self._stop_requested():
             return start_json
         for found in self._discovery.drain() if self._discovery else ():
             assert isinstance(enumerator, PeriodicSplitEnumerator)
