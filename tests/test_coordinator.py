@@ -333,6 +333,7 @@ def test_an_expired_stop_request_does_not_stall_the_query(tmp_path: Path) -> Non
     store.write_marker("stop-request", json.dumps(request).encode())
 
     assert driver.run_batch(limited=True)
+    assert driver.run_batch(limited=True)
     assert store.read_marker("stop-request") is None
 
 
