@@ -20,6 +20,7 @@ from sources.split import Boundedness, SourceSplit
 if TYPE_CHECKING:
     from typing import Self
 
+    import pyarrow as pa
     from pyspark.sql.types import StructType
 
     from enumerators.base import EnumeratorContext, SplitEnumerator
@@ -56,6 +57,15 @@ class Source(ABC, Generic[SplitT, StateT]):
     supported_boundedness: ClassVar[frozenset[Boundedness]] = frozenset({Boundedness.BOUNDED})
     """The kinds of read this source can do. ``spark.read`` needs ``BOUNDED``."""
 
+    default_max_partition_bytes: ClassVar[int | None] = None
+    """``maxPartitionBytes`` when the user gives neither it nor ``numPartitions``;
+    ``None`` puts each split in its own partition. Sources of many small splits
+    (files) set it so that small splits share a partition."""
+
+    option_aliases: ClassVar[Mapping[str, str]] = {}
+    """Other names users may give options under, such as ``maxFilesPerTrigger`` for
+    ``maxSplitsPerTrigger``: alias → option name."""
+
     positions_count_records: ClassVar[bool] = False
     """True if a split's positions count its records (numbers, Kafka offsets), so that
     ``maxRecordsPerTrigger`` can be applied; False for splits read whole (files)."""
@@ -81,6 +91,8 @@ class Source(ABC, Generic[SplitT, StateT]):
                 f"{cls.__name__} declares options {sorted(clashes)} that splitsource itself "
                 "defines for every source; rename them in the source."
             )
+        aliases = {alias.lower(): name for alias, name in cls.option_aliases.items()}
+        given = {aliases.get(key.lower(), key): value for key, value in given.items()}
         parsed = parse_options(cls.format_name(), [*cls.options, *extra], given)
         source = cls.from_options(Options({k: v for k, v in parsed.items() if k in own}))
         framework = Options({k: v for k, v in parsed.items() if k not in own})
@@ -110,8 +122,12 @@ class Source(ABC, Generic[SplitT, StateT]):
         """An enumerator that continues from ``state`` taken by ``snapshot_state``. Driver only."""
 
     @abstractmethod
-    def create_reader(self) -> SplitReader[SplitT]:
-        """A split reader for one Spark task. Executor only; called once per task."""
+    def create_reader(self, schema: pa.Schema) -> SplitReader[SplitT]:
+        """A split reader for one Spark task that produces ``schema``. Executor only.
+
+        ``schema`` is the exact Arrow schema Spark expects: the source's own, or
+        the one the user gave with ``.schema(...)``.
+        """
 
     @abstractmethod
     def split_serializer(self) -> SimpleVersionedSerializer[SplitT]:

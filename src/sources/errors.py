@@ -10,6 +10,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "CorruptDataError",
+    "FileReadError",
     "InvalidOptionError",
     "NewerVersionError",
     "ReaderError",
@@ -67,3 +68,11 @@ class ReaderError(SplitSourceError, RuntimeError):
 
 class StateStoreError(SplitSourceError, RuntimeError):
     """The driver-side state store cannot write or give back an enumerator-state artifact."""
+
+
+class FileReadError(SplitSourceError, OSError):
+    """A file cannot be read or decoded; the message names it and the line or row group.
+
+    A file that disappeared after it was listed has its ``FileNotFoundError``
+    as ``__cause__``; other causes mean the file is corrupt or changed.
+    """

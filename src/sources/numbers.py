@@ -12,6 +12,8 @@ import struct
 from dataclasses import dataclass
 from typing import ClassVar
 
+import pyarrow as pa
+
 from enumerators.base import EnumeratorContext, SplitEnumerator
 from enumerators.static import StaticSplitEnumerator
 from readers.numbers import NumberSequenceSplitReader
@@ -164,7 +166,7 @@ class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]
     ) -> SplitEnumerator[NumberSequenceSplit, list[NumberSequenceSplit]]:
         return StaticSplitEnumerator(state)
 
-    def create_reader(self) -> NumberSequenceSplitReader:
+    def create_reader(self, schema: pa.Schema) -> NumberSequenceSplitReader:
         return NumberSequenceSplitReader()
 
     def split_serializer(self) -> NumberSequenceSplitSerializer:

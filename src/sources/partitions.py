@@ -51,10 +51,14 @@ class SplitPartitionReading:
     def partitions_of(self, splits: Sequence[SourceSplit]) -> list[SplitPartition]:
         """Pack ``splits`` into partitions as the partitioning options say."""
         serializer = self.source.split_serializer()
+        num_partitions = self.options["numPartitions"]
+        max_bytes = self.options["maxPartitionBytes"]
+        if num_partitions is None and max_bytes is None:
+            max_bytes = self.source.default_max_partition_bytes
         groups = pack(
             [split.estimated_bytes() for split in splits],
-            num_partitions=self.options["numPartitions"],
-            max_partition_bytes=self.options["maxPartitionBytes"],
+            num_partitions=num_partitions,
+            max_partition_bytes=max_bytes,
         )
         return [
             SplitPartition(i, tuple(frame(serializer, splits[j]) for j in members))
@@ -67,10 +71,11 @@ class SplitPartitionReading:
         serializer = self.source.split_serializer()
         what = f"a split of {self.source.format_name()} in partition {partition.index}"
         splits = [unframe(serializer, data, what) for data in partition.splits]
+        schema = arrow_schema(self.schema)
         yield from SplitFetcher(
-            self.source.create_reader,
+            lambda: self.source.create_reader(schema),
             splits,
-            arrow_schema(self.schema),
+            schema,
             FetcherSettings(
                 max_records_per_batch=self.options["maxRecordsPerBatch"],
                 max_bytes_per_batch=self.options["maxBytesPerBatch"],

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
+import pyarrow as pa
 
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator
 from readers.numbers import PositionRangeReader
@@ -203,7 +204,7 @@ class RateSource(Source[RateSplit, RateState]):
     def restore_enumerator(self, context: EnumeratorContext, state: RateState) -> RateEnumerator:
         return RateEnumerator(self.splits, self.rows_per_second, state)
 
-    def create_reader(self) -> RateSplitReader:
+    def create_reader(self, schema: pa.Schema) -> RateSplitReader:
         return RateSplitReader()
 
     def split_serializer(self) -> RateSplitSerializer:

@@ -100,7 +100,7 @@ class ProbeSource(Source[ProbeSplit, list[ProbeSplit]]):
     ) -> SplitEnumerator[ProbeSplit, Any]:
         return StaticSplitEnumerator(state)
 
-    def create_reader(self) -> SplitReader[ProbeSplit]:
+    def create_reader(self, schema: pa.Schema) -> SplitReader[ProbeSplit]:
         return OneShotReader(self.rows)
 
     def split_serializer(self) -> ProbeSplitSerializer:

@@ -1,0 +1,318 @@
+"""``splitsource.files``: Parquet, CSV, JSON Lines and text files from any fsspec URL.
+
+Bounded with ``spark.read`` and continuous with ``spark.readStream``. Files
+are listed on the driver (:mod:`enumerators.files`), cut into byte-range
+splits where the format allows, and decoded on the executors straight into
+Arrow batches (:mod:`readers.formats`). Hive-style ``key=value`` directories
+become columns, appended after the file's own columns as in Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import fsspec
+import pyarrow as pa
+
+from enumerators.base import EnumeratorContext
+from enumerators.files import FileEnumerator, FileEnumeratorState, ListedFile, Listing, split_file
+from readers.files import FileSplitReader
+from readers.formats import FormatOptions, infer_schema, is_splittable
+from sources.api import Source
+from sources.errors import CorruptDataError, InvalidOptionError
+from sources.options import Option, Options
+from sources.serialization import SimpleVersionedSerializer
+from sources.split import Boundedness, SourceSplit
+
+__all__ = [
+    "FileEnumeratorStateSerializer",
+    "FileSource",
+    "FileSplit",
+    "FileSplitSerializer",
+]
+
+FORMATS = ("parquet", "csv", "json", "text")
+CLEAN_SOURCE = ("off", "delete", "archive")
+
+
+@dataclass(frozen=True)
+class FileSplit(SourceSplit):
+    """The bytes ``[start, start + length)`` of the file ``path``."""
+
+    path: str
+    start: int
+    length: int
+    file_size: int
+    modified_ms: int
+    partition: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def split_id(self) -> str:
+        return f"{self.path}:{self.start}"
+
+    def estimated_bytes(self) -> int:
+        return self.length
+
+
+def _split_to_json(split: FileSplit) -> list[Any]:
+    return [
+        split.path,
+        split.start,
+        split.length,
+        split.file_size,
+        split.modified_ms,
+        [list(pair) for pair in split.partition],
+    ]
+
+
+def _split_from_json(data: list[Any]) -> FileSplit:
+    path, start, length, size, modified, partition = data
+    return FileSplit(path, start, length, size, modified, tuple(tuple(p) for p in partition))
+
+
+class FileSplitSerializer(SimpleVersionedSerializer[FileSplit]):
+    """Version 1: a compact JSON array of the split's fields."""
+
+    @property
+    def version(self) -> int:
+        return 1
+
+    def serialize(self, obj: FileSplit) -> bytes:
+        return json.dumps(_split_to_json(obj), separators=(",", ":")).encode()
+
+    def deserialize(self, version: int, data: bytes) -> FileSplit:
+        return _split_from_json(json.loads(data))
+
+
+class FileEnumeratorStateSerializer(SimpleVersionedSerializer[FileEnumeratorState]):
+    """Version 1: JSON ``{"pending": [split...], "seen": {path: ms}, "to_clean": [path...]}``."""
+
+    @property
+    def version(self) -> int:
+        return 1
+
+    def serialize(self, obj: FileEnumeratorState) -> bytes:
+        document = {
+            "pending": [_split_to_json(split) for split in obj.pending],
+            "seen": dict(sorted(obj.seen.items())),
+            "to_clean": list(obj.to_clean),
+        }
+        return json.dumps(document, separators=(",", ":")).encode()
+
+    def deserialize(self, version: int, data: bytes) -> FileEnumeratorState:
+        document = json.loads(data)
+        if not isinstance(document, dict):
+            raise CorruptDataError("file enumerator state is not a JSON object")
+        return FileEnumeratorState(
+            tuple(_split_from_json(split) for split in document["pending"]),
+            {str(path): int(ms) for path, ms in document["seen"].items()},
+            tuple(document["to_clean"]),
+        )
+
+
+def _choice(name: str, choices: tuple[str, ...], doc: str, default: Any) -> Option:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got '{text}'")
+        return value
+
+    return Option(name, parse, doc, default)
+
+
+def _timestamp_ms(text: str) -> int:
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"expected a timestamp such as 2024-06-01T12:00:00, got '{text}'"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _paths(text: str) -> tuple[str, ...]:
+    stripped = text.strip()
+    if stripped.startswith("["):
+        return tuple(str(path) for path in json.loads(stripped))
+    return tuple(path.strip() for path in stripped.split(",") if path.strip())
+
+
+class FileSource(Source[FileSplit, FileEnumeratorState]):
+    """Files in one ``format`` under ``path``: directories (recursive), files or globs.
+
+    Example::
+
+        sources.register(spark, FileSource)
+        spark.read.format("splitsource.files").option("format", "csv")
+             .option("header", "true").load("/data/events")
+    """
+
+    name = "files"
+    supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
+    default_max_partition_bytes = 128 << 20
+    option_aliases: ClassVar = {"maxFilesPerTrigger": "maxSplitsPerTrigger"}
+    options: ClassVar = (
+        Option("path", _paths, "a file, directory or glob (any fsspec URL); or use load(path)", ()),
+        Option("paths", _paths, "several paths, comma separated or a JSON list", ()),
+        _choice("format", FORMATS, "the file format", None),
+        Option.boolean("header", "csv: the first line holds column names", default=False),
+        Option.string("sep", "csv: the field separator", default=","),
+        Option.string("quote", "csv: the quote character", default='"'),
+        Option.string("escape", "csv: the escape character", default=None),
+        _choice(
+            "compression", ("infer", "none", "gzip", "bz2", "zstd"), "file compression", "infer"
+        ),
+        Option.boolean(
+            "recursiveFileLookup", "read every file below, no partition columns", default=False
+        ),
+        Option.string("pathGlobFilter", "only files whose name matches this glob", default=None),
+        Option("modifiedAfter", _timestamp_ms, "only files modified after (UTC)", None),
+        Option("modifiedBefore", _timestamp_ms, "only files modified before (UTC)", None),
+        Option.size("maxSplitBytes", "cut splittable files into ranges of this size", 128 << 20),
+        Option.boolean("latestFirst", "streaming: newest files first", default=False),
+        Option.duration("maxFileAge", "streaming: ignore files older than this", 7 * 86400.0),
+        _choice("cleanSource", CLEAN_SOURCE, "streaming: what to do with read files", "off"),
+        Option.string("sourceArchiveDir", "streaming: where cleanSource=archive moves files", None),
+    )
+
+    def __init__(self, options: Options) -> None:
+        self.settings = dict(options)
+        self.paths: tuple[str, ...] = (*options["path"], *options["paths"])
+
+    @classmethod
+    def from_options(cls, options: Options) -> FileSource:
+        source = cls(options)
+        name = cls.format_name()
+        if not source.paths:
+            raise InvalidOptionError(
+                name, "path", "is required: give load(path) or .option('path', ...)"
+            )
+        if options["format"] is None:
+            raise InvalidOptionError(
+                name, "format", "is required", ["parquet", "csv", "json", "text"]
+            )
+        if options["cleanSource"] == "archive" and not options["sourceArchiveDir"]:
+            raise InvalidOptionError(
+                name, "sourceArchiveDir", "is required when cleanSource is archive"
+            )
+        return source
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The filesystem of the first path."""
+        fs, _ = fsspec.core.url_to_fs(self.paths[0])
+        return fs
+
+    def listing(self) -> Listing:
+        """The listing the options describe."""
+        fs = self.fs
+        return Listing(
+            tuple(fs._strip_protocol(path) for path in self.paths),
+            self.settings["pathGlobFilter"],
+            self.settings["recursiveFileLookup"],
+            self.settings["modifiedAfter"],
+            self.settings["modifiedBefore"],
+        )
+
+    def format_options(self, data_schema: pa.Schema) -> FormatOptions:
+        """How to decode the files into ``data_schema``."""
+        return FormatOptions(
+            format=self.settings["format"],
+            data_schema=data_schema,
+            header=self.settings["header"],
+            sep=self.settings["sep"],
+            quote=self.settings["quote"],
+            escape=self.settings["escape"],
+            compression=self.settings["compression"],
+        )
+
+    def schema(self) -> Any:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        files = self.listing().files(self.fs)
+        if not files:
+            raise InvalidOptionError(
+                self.format_name(),
+                "path",
+                f"matches no files ({', '.join(self.paths)}); give a schema with .schema(...) "
+                "to read an empty or not yet filled location",
+            )
+        sample = self.format_options(pa.schema([]))
+        data = infer_schema(self.fs, files[0].path, sample)
+        return from_arrow_schema(pa.schema([*data, *_partition_fields(files)]))
+
+    def _cut(self, file: ListedFile) -> list[FileSplit]:
+        splittable = self.settings["cleanSource"] == "off" and is_splittable(
+            file.path, self.format_options(pa.schema([]))
+        )
+        return split_file(file, splittable, self.settings["maxSplitBytes"])
+
+    def _enumerator(self, state: FileEnumeratorState) -> FileEnumerator:
+        return FileEnumerator(
+            self.fs,
+            self.listing(),
+            self._cut,
+            state,
+            max_file_age_ms=int(self.settings["maxFileAge"] * 1000),
+            latest_first=self.settings["latestFirst"],
+            cleanup=None if self.settings["cleanSource"] == "off" else self._clean,
+        )
+
+    def create_enumerator(self, context: EnumeratorContext) -> FileEnumerator:
+        return self._enumerator(FileEnumeratorState())
+
+    def restore_enumerator(
+        self, context: EnumeratorContext, state: FileEnumeratorState
+    ) -> FileEnumerator:
+        return self._enumerator(state)
+
+    def create_reader(self, schema: pa.Schema) -> FileSplitReader:
+        return FileSplitReader(self.fs, self.format_options, schema)
+
+    def split_serializer(self) -> FileSplitSerializer:
+        return FileSplitSerializer()
+
+    def enumerator_state_serializer(self) -> FileEnumeratorStateSerializer:
+        return FileEnumeratorStateSerializer()
+
+    def _clean(self, path: str) -> bool:
+        """Delete or archive one committed file; True when done (also if already done)."""
+        fs = self.fs
+        try:
+            if not fs.exists(path):
+                return True
+            if self.settings["cleanSource"] == "delete":
+                fs.rm_file(path)
+            else:
+                archive = fs._strip_protocol(self.settings["sourceArchiveDir"])
+                target = posixpath.join(archive, path.lstrip("/"))
+                fs.makedirs(posixpath.dirname(target), exist_ok=True)
+                fs.mv(path, target)
+        except OSError:
+            return False
+        return True
+
+
+def _partition_fields(files: list[ListedFile]) -> list[pa.Field]:
+    values: dict[str, list[str]] = {}
+    for file in files:
+        for key, value in file.partition:
+            values.setdefault(key, []).append(value)
+    return [pa.field(key, _partition_type(found)) for key, found in values.items()]
+
+
+def _partition_type(values: list[str]) -> pa.DataType:
+    for kind, parse in ((pa.int64(), int), (pa.float64(), float)):
+        try:
+            for value in values:
+                parse(value)
+        except ValueError:
+            continue
+        return kind
+    return pa.string()

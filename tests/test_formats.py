@@ -1,0 +1,645 @@
+"""File formats: byte ranges of Parquet, CSV, JSON Lines and text files decoded to Arrow."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import uuid
+from collections.abc import Iterator
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from readers.formats import (
+    FormatOptions,
+    compression_of,
+    infer_schema,
+    is_splittable,
+    read_range,
+)
+from sources.errors import FileReadError, InvalidOptionError
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("score", pa.float64()),
+        pa.field("ok", pa.bool_()),
+    ]
+)
+ROWS: list[dict[str, Any]] = [
+    {"id": 1, "name": "ann", "score": 1.5, "ok": True},
+    {"id": 2, "name": None, "score": None, "ok": False},
+    {"id": 3, "name": "b, with comma", "score": -0.25, "ok": None},
+    {"id": 4, "name": "é ü", "score": 1e10, "ok": True},
+]
+TEXT_SCHEMA = pa.schema([pa.field("value", pa.string())])
+LINES = ["first line", "", "  spaced  ", "ünïcode", "last"]
+EXTENSION = {"none": "", "gzip": ".gz", "bz2": ".bz2", "zstd": ".zst"}
+FAST = settings(max_examples=60, deadline=None)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+class Store:
+    """A directory on one fsspec filesystem."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, base: str) -> None:
+        self.fs = fs
+        self.base = base
+
+    def put(self, name: str, data: bytes) -> str:
+        path = f"{self.base}/{uuid.uuid4().hex}-{name}"
+        self.fs.pipe_file(path, data)
+        return path
+
+
+@pytest.fixture(params=["local", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "local":
+        yield Store(fsspec.filesystem("file"), str(tmp_path))
+        return
+    fs = fsspec.filesystem("memory")
+    base = f"/formats-{uuid.uuid4().hex}"
+    yield Store(fs, base)
+    if fs.exists(base):
+        fs.rm(base, recursive=True)
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Store:
+    return Store(fsspec.filesystem("file"), str(tmp_path))
+
+
+MEMORY = Store(fsspec.filesystem("memory"), "/formats-hypothesis")
+
+
+def compress(data: bytes, codec: str) -> bytes:
+    if codec == "gzip":
+        return gzip.compress(data)
+    if codec == "bz2":
+        return bz2.compress(data)
+    if codec == "zstd":
+        sink = pa.BufferOutputStream()
+        with pa.CompressedOutputStream(sink, "zstd") as stream:
+            stream.write(data)
+        return bytes(sink.getvalue().to_pybytes())
+    return data
+
+
+def csv_bytes(rows: list[dict[str, Any]], header: bool = True) -> bytes:
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str) and "," in value:
+            return f'"{value}"'
+        return str(value)
+
+    lines = [",".join(SCHEMA.names)] if header else []
+    lines += [",".join(cell(row[name]) for name in SCHEMA.names) for row in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(row) + "\n" for row in rows).encode()
+
+
+def parquet_bytes(table: pa.Table, row_group_size: int = 1 << 20, codec: str = "snappy") -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, row_group_size=row_group_size, compression=codec)
+    return sink.getvalue()
+
+
+def read_all(
+    store: Store, path: str, options: FormatOptions, start: int = 0, length: int | None = None
+) -> pa.Table:
+    if length is None:
+        length = store.fs.size(path) - start
+    batches = list(read_range(store.fs, path, start, length, options))
+    for batch in batches:
+        assert batch.schema.equals(options.data_schema)  # names, types and nullability
+    return pa.Table.from_batches(batches, schema=options.data_schema)
+
+
+def read_cut(
+    store: Store, path: str, options: FormatOptions, cuts: list[int], chunk_bytes: int
+) -> list[dict[str, Any]]:
+    """The rows of the splits between consecutive ``cuts`` (0 and the size added), in order."""
+    size = store.fs.size(path)
+    bounds = [0, *sorted(set(c for c in cuts if 0 < c < size)), size]
+    rows: list[dict[str, Any]] = []
+    for start, end in pairwise(bounds):
+        for batch in read_range(
+            store.fs, path, start, end - start, options, chunk_bytes=chunk_bytes
+        ):
+            assert batch.schema.equals(options.data_schema)
+            rows += batch.to_pylist()
+    return rows
+
+
+def text_oracle(data: bytes) -> list[str]:
+    """Lines split on \\n, one trailing \\r stripped, no line after a final \\n."""
+    parts = data.split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()
+    return [(p[:-1] if p.endswith(b"\r") else p).decode() for p in parts]
+
+
+# --- every format and compression ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "bz2", "zstd"])
+@pytest.mark.parametrize("fmt", ["csv", "json", "text"])
+def test_text_formats_read_every_compression(store: Store, fmt: str, codec: str) -> None:
+    if fmt == "text":
+        data, schema = ("\n".join(LINES) + "\n").encode(), TEXT_SCHEMA
+        expected: list[dict[str, Any]] = [{"value": line} for line in LINES]
+    else:
+        data = csv_bytes(ROWS) if fmt == "csv" else jsonl_bytes(ROWS)
+        schema, expected = SCHEMA, ROWS
+    path = store.put(f"data.{fmt}{EXTENSION[codec]}", compress(data, codec))
+    options = FormatOptions(fmt, schema, header=True)
+
+    assert compression_of(path, options) == (None if codec == "none" else codec)
+    assert is_splittable(path, options) == (codec == "none")
+    assert read_all(store, path, options).to_pylist() == expected
+
+
+@pytest.mark.parametrize("codec", ["none", "snappy", "gzip", "zstd", "brotli"])
+def test_parquet_reads_every_codec(store: Store, codec: str) -> None:
+    table = pa.Table.from_pylist(ROWS, schema=SCHEMA)
+    path = store.put("data.parquet", parquet_bytes(table, row_group_size=3, codec=codec))
+    options = FormatOptions("parquet", SCHEMA)
+
+    assert is_splittable(path, options)
+    assert compression_of(path, options) is None
+    assert read_all(store, path, options).to_pylist() == ROWS
+
+
+def test_compression_is_named_explicitly_when_the_extension_says_nothing(local: Store) -> None:
+    path = local.put("data.log", gzip.compress(b"a\nb\n"))
+    options = FormatOptions("text", TEXT_SCHEMA, compression="gzip")
+
+    assert compression_of(path, options) == "gzip"
+    assert read_all(local, path, options).column(0).to_pylist() == ["a", "b"]
+    assert compression_of("x.gz", FormatOptions("text", TEXT_SCHEMA, compression="none")) is None
+
+
+def test_compressed_file_cannot_be_read_from_the_middle(local: Store) -> None:
+    path = local.put("data.txt.gz", gzip.compress(b"a\nb\n"))
+    with pytest.raises(ValueError, match="cannot be split"):
+        read_range(local.fs, path, 5, 10, FormatOptions("text", TEXT_SCHEMA))
+
+
+def test_multi_member_gzip_is_read_whole(local: Store) -> None:
+    path = local.put("data.txt.gz", gzip.compress(b"a\nb\n") + gzip.compress(b"c\n"))
+    rows = read_all(local, path, FormatOptions("text", TEXT_SCHEMA)).column(0).to_pylist()
+    assert rows == ["a", "b", "c"]
+
+
+# --- split alignment ----------------------------------------------------------------------
+
+
+def test_every_two_way_cut_reads_each_line_once(local: Store) -> None:
+    data = b"a\r\n\r\nbc\n\nd\re\r\n\nlast\r"
+    path = local.put("cuts.txt", data)
+    options = FormatOptions("text", TEXT_SCHEMA)
+    expected = [{"value": line} for line in ["a", "", "bc", "", "d\re", "", "last"]]
+    for cut in range(len(data) + 1):
+        for chunk_bytes in (1, 2, 64):
+            assert read_cut(local, path, options, [cut], chunk_bytes) == expected, cut
+
+
+def test_a_split_owns_the_line_starting_right_after_a_newline(local: Store) -> None:
+    path = local.put("owns.txt", b"ab\ncd\nef\n")
+    options = FormatOptions("text", TEXT_SCHEMA)
+    read = lambda start, length: [  # noqa: E731
+        row["value"]
+        for b in read_range(local.fs, path, start, length, options)
+        for row in b.to_pylist()
+    ]
+    assert read(0, 3) == ["ab"]  # ends right after the newline: "cd" starts in the next split
+    assert read(3, 1) == ["cd"]  # starts right after a newline: owns "cd", finishes it
+    assert read(1, 2) == []  # inside "ab\n": no line starts there
+    assert read(4, 5) == ["ef"]
+
+
+def test_a_range_is_decoded_in_chunks_of_whole_lines(local: Store) -> None:
+    data = b"".join(b"%d,row %d\n" % (i, i) for i in range(1000))
+    path = local.put("chunks.csv", data)
+    options = FormatOptions("csv", CSV_TWO)
+    batches = list(read_range(local.fs, path, 0, len(data), options, chunk_bytes=256))
+    assert len(batches) >= len(data) // 256
+    assert max(batch.num_rows for batch in batches) <= 256 // len(b"0,row 0\n") + 1
+    assert pa.Table.from_batches(batches).column("n").to_pylist() == list(range(1000))
+
+
+def test_header_is_skipped_only_by_the_split_at_byte_zero(local: Store) -> None:
+    path = local.put("header.csv", csv_bytes(ROWS))
+    options = FormatOptions("csv", SCHEMA, header=True)
+    for cut in range(1, local.fs.size(path)):
+        assert read_cut(local, path, options, [cut], 7) == ROWS
+
+
+line_endings = st.sampled_from(["\n", "\r\n"])
+
+
+@FAST
+@given(
+    data=st.lists(
+        st.sampled_from([b"a", b"\n", b"\r", b"\r\n", b" ", "é".encode()]), max_size=60
+    ).map(b"".join),
+    cuts=st.lists(st.integers(0, 130), max_size=8),
+    chunk_bytes=st.integers(1, 16),
+)
+def test_text_ranges_read_each_line_once(data: bytes, cuts: list[int], chunk_bytes: int) -> None:
+    path = MEMORY.put("t.txt", data)
+    options = FormatOptions("text", TEXT_SCHEMA)
+    whole = read_all(MEMORY, path, options).to_pylist()
+    assert whole == [{"value": line} for line in text_oracle(data)]
+    assert read_cut(MEMORY, path, options, cuts, chunk_bytes) == whole
+
+
+CSV_TWO = pa.schema([pa.field("n", pa.int64()), pa.field("s", pa.string())])
+
+
+@st.composite
+def csv_files(draw: st.DrawFn) -> tuple[bytes, bool, list[dict[str, Any]]]:
+    header = draw(st.booleans())
+    rows = draw(
+        st.lists(
+            st.tuples(st.integers(-1000, 1000), st.one_of(st.none(), st.text("xyé;", min_size=1))),
+            max_size=15,
+        )
+    )
+    text = ("n,s" + draw(line_endings)) if header else ""
+    for number, string in rows:
+        for _ in range(draw(st.integers(0, 2) if draw(st.booleans()) else st.just(0))):
+            text += draw(line_endings)  # empty lines are skipped
+        text += f"{number},{string or ''}"
+        text += draw(line_endings)
+    if text and draw(st.booleans()):
+        text = text.rstrip("\r\n")  # no newline at the end
+    expected = [{"n": n, "s": s} for n, s in rows]
+    return text.encode(), header, expected
+
+
+@FAST
+@given(file=csv_files(), cuts=st.lists(st.integers(0, 300), max_size=8), chunk=st.integers(1, 32))
+def test_csv_ranges_read_each_row_once(
+    file: tuple[bytes, bool, list[dict[str, Any]]], cuts: list[int], chunk: int
+) -> None:
+    data, header, expected = file
+    path = MEMORY.put("r.csv", data)
+    options = FormatOptions("csv", CSV_TWO, header=header)
+    assert read_all(MEMORY, path, options).to_pylist() == expected
+    assert read_cut(MEMORY, path, options, cuts, chunk) == expected
+
+
+@st.composite
+def jsonl_files(draw: st.DrawFn) -> tuple[bytes, list[dict[str, Any]]]:
+    rows = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={"n": st.integers(-(1 << 40), 1 << 40), "s": st.text(max_size=6)},
+            ),
+            max_size=15,
+        )
+    )
+    text = ""
+    for row in rows:
+        text += draw(st.sampled_from(["", "", "\n", "  \r\n", "\t\n"]))  # blank lines
+        text += json.dumps({**row, "extra": [1, {"x": 2}]}) + draw(line_endings)
+    if text and draw(st.booleans()):
+        text = text.rstrip("\r\n")
+    return text.encode(), [{"n": row.get("n"), "s": row.get("s")} for row in rows]
+
+
+@FAST
+@given(file=jsonl_files(), cuts=st.lists(st.integers(0, 600), max_size=8), chunk=st.integers(1, 64))
+def test_jsonl_ranges_read_each_object_once(
+    file: tuple[bytes, list[dict[str, Any]]], cuts: list[int], chunk: int
+) -> None:
+    data, expected = file
+    path = MEMORY.put("r.jsonl", data)
+    options = FormatOptions("json", CSV_TWO)
+    assert read_all(MEMORY, path, options).to_pylist() == expected
+    assert read_cut(MEMORY, path, options, cuts, chunk) == expected
+
+
+@FAST
+@given(
+    rows=st.integers(0, 120),
+    row_group_size=st.integers(1, 40),
+    cuts=st.lists(st.integers(0, 1 << 14), max_size=8),
+)
+def test_parquet_ranges_read_each_row_once(rows: int, row_group_size: int, cuts: list[int]) -> None:
+    table = pa.table(
+        {"id": pa.array(range(rows), pa.int64()), "s": [f"r{i}" * 3 for i in range(rows)]}
+    )
+    path = MEMORY.put("r.parquet", parquet_bytes(table, row_group_size))
+    options = FormatOptions("parquet", table.schema, batch_rows=7)
+    assert read_cut(MEMORY, path, options, cuts, 1) == table.to_pylist()
+
+
+# --- batches and schemas ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "text", "parquet"])
+def test_batches_have_at_most_batch_rows(local: Store, fmt: str) -> None:
+    rows = [{"id": i, "name": str(i), "score": i / 2, "ok": i % 2 == 0} for i in range(100)]
+    schema = TEXT_SCHEMA if fmt == "text" else SCHEMA
+    data = {
+        "csv": lambda: csv_bytes(rows, header=False),
+        "json": lambda: jsonl_bytes(rows),
+        "text": lambda: b"".join(b"line\n" for _ in rows),
+        "parquet": lambda: parquet_bytes(pa.Table.from_pylist(rows, schema=SCHEMA), 30),
+    }[fmt]()
+    path = local.put(f"batches.{fmt}", data)
+    options = FormatOptions(fmt, schema, batch_rows=9)
+    batches = list(read_range(local.fs, path, 0, len(data), options))
+    assert max(batch.num_rows for batch in batches) <= 9
+    assert sum(batch.num_rows for batch in batches) == 100
+
+
+def test_parquet_columns_are_selected_by_name_and_cast(local: Store) -> None:
+    table = pa.table({"b": ["x", "y"], "a": pa.array([1, 2], pa.int32()), "unused": [0.0, 1.0]})
+    path = local.put("cols.parquet", parquet_bytes(table))
+    schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string())])
+    assert read_all(local, path, FormatOptions("parquet", schema)).to_pylist() == [
+        {"a": 1, "b": "x"},
+        {"a": 2, "b": "y"},
+    ]
+
+
+def test_parquet_column_missing_from_the_file_reads_as_nulls(local: Store) -> None:
+    path = local.put("few.parquet", parquet_bytes(pa.table({"a": [1, 2]})))
+    schema = pa.schema([pa.field("a", pa.int64()), pa.field("later", pa.string())])
+    assert read_all(local, path, FormatOptions("parquet", schema)).column("later").null_count == 2
+
+
+def test_zero_column_parquet_read_still_counts_rows(local: Store) -> None:
+    path = local.put("count.parquet", parquet_bytes(pa.table({"a": range(25)}), 10))
+    assert read_all(local, path, FormatOptions("parquet", pa.schema([]))).num_rows == 25
+
+
+def test_csv_empty_and_quoted_values(local: Store) -> None:
+    path = local.put("q.csv", b'1,\n2,""\n3,"a ""q"""\n')
+    rows = read_all(local, path, FormatOptions("csv", CSV_TWO)).to_pylist()
+    assert rows == [{"n": 1, "s": None}, {"n": 2, "s": ""}, {"n": 3, "s": 'a "q"'}]
+
+
+def test_csv_options_sep_quote_escape(local: Store) -> None:
+    path = local.put("opts.csv", b"1;'a;b'\n2;c\\;d\n")
+    options = FormatOptions("csv", CSV_TWO, sep=";", quote="'", escape="\\")
+    assert read_all(local, path, options).column("s").to_pylist() == ["a;b", "c;d"]
+
+
+def test_text_column_takes_the_schema_name_and_binary_type(local: Store) -> None:
+    path = local.put("bin.txt", b"\xff\xfe\nok\r\n")
+    schema = pa.schema([pa.field("line", pa.binary(), nullable=False)])
+    assert read_all(local, path, FormatOptions("text", schema)).column(0).to_pylist() == [
+        b"\xff\xfe",
+        b"ok",
+    ]
+
+
+def test_schema_that_does_not_suit_the_format_is_an_option_error() -> None:
+    fs = fsspec.filesystem("memory")
+    with pytest.raises(InvalidOptionError, match="one string column"):
+        read_range(fs, "/x.txt", 0, 1, FormatOptions("text", SCHEMA))
+    with pytest.raises(InvalidOptionError, match="nested"):
+        schema = pa.schema([("l", pa.list_(pa.int64()))])
+        read_range(fs, "/x.csv", 0, 1, FormatOptions("csv", schema))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("format", "orc", "'orc' is not one of parquet, csv, json, text"),
+        ("compression", "lzo", "'lzo' is not one of"),
+        ("sep", "::", "exactly one character"),
+        ("batch_rows", 0, "at least 1"),
+    ],
+)
+def test_invalid_options_name_the_option(field: str, value: Any, match: str) -> None:
+    arguments: dict[str, Any] = {"format": "csv", "data_schema": SCHEMA, field: value}
+    with pytest.raises(InvalidOptionError, match=f"Option '{field}'.*{match}"):
+        FormatOptions(**arguments)
+
+
+# --- schema inference ---------------------------------------------------------------------
+
+
+def test_infer_parquet_schema_from_the_footer(local: Store) -> None:
+    table = pa.Table.from_pylist(ROWS, schema=SCHEMA)
+    path = local.put("s.parquet", parquet_bytes(table))
+    assert infer_schema(local.fs, path, FormatOptions("parquet", pa.schema([]))) == SCHEMA
+
+
+def test_infer_csv_names_from_the_header(local: Store) -> None:
+    path = local.put(
+        "h.csv", b"id,,when,empty\n1,x,2020-01-01 00:00:00,\n2,y,2020-01-02 10:00:00,\n"
+    )
+    schema = infer_schema(local.fs, path, FormatOptions("csv", pa.schema([]), header=True))
+    assert schema == pa.schema(
+        [
+            ("id", pa.int64()),
+            ("_c1", pa.string()),
+            ("when", pa.timestamp("us")),
+            ("empty", pa.string()),
+        ]
+    )
+
+
+def test_infer_csv_without_header_names_columns_like_spark(local: Store) -> None:
+    path = local.put("n.csv.gz", gzip.compress(b"1,true,2.5\n2,false,3\n"))
+    schema = infer_schema(local.fs, path, FormatOptions("csv", pa.schema([])))
+    assert schema == pa.schema([("_c0", pa.int64()), ("_c1", pa.bool_()), ("_c2", pa.float64())])
+
+
+def test_infer_uses_only_whole_lines_of_the_sample(local: Store) -> None:
+    data = b"1\n2\n3\nnot a number\n"
+    path = local.put("cut.csv", data)
+    options = FormatOptions("csv", pa.schema([]))
+    assert infer_schema(local.fs, path, options, sample_bytes=8).field(0).type == pa.int64()
+    assert infer_schema(local.fs, path, options).field(0).type == pa.string()
+
+
+def test_infer_json_like_spark(local: Store) -> None:
+    data = b'{"z": 1, "a": {"y": null, "b": [1.5]}, "t": "2020-01-01 00:00:00"}\n{"n": null}\n'
+    path = local.put("s.jsonl", data)
+    schema = infer_schema(local.fs, path, FormatOptions("json", pa.schema([])))
+    nested = pa.struct([("b", pa.list_(pa.float64())), ("y", pa.string())])
+    assert schema == pa.schema(
+        [("a", nested), ("n", pa.string()), ("t", pa.string()), ("z", pa.int64())]
+    )
+    assert all(field.nullable for field in schema)
+
+
+def test_infer_text_is_a_nullable_value_string(local: Store) -> None:
+    schema = infer_schema(local.fs, "/never/opened.txt", FormatOptions("text", pa.schema([])))
+    assert schema == pa.schema([pa.field("value", pa.string(), nullable=True)])
+
+
+def test_infer_from_an_empty_file_gives_no_columns(local: Store) -> None:
+    path = local.put("empty.csv", b"")
+    assert infer_schema(local.fs, path, FormatOptions("csv", pa.schema([]))) == pa.schema([])
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+def test_parquet_of_garbage_names_the_file(store: Store) -> None:
+    path = store.put("garbage.parquet", b"not parquet at all" * 10)
+    with pytest.raises(FileReadError, match=f"'{path}'.*not a Parquet file.*ignoreCorruptFiles"):
+        read_all(store, path, FormatOptions("parquet", SCHEMA))
+    with pytest.raises(FileReadError, match=path):
+        infer_schema(store.fs, path, FormatOptions("parquet", pa.schema([])))
+
+
+def test_parquet_with_truncated_footer_names_the_file(local: Store) -> None:
+    data = parquet_bytes(pa.Table.from_pylist(ROWS, schema=SCHEMA))
+    path = local.put("cut.parquet", data[:-10])
+    with pytest.raises(FileReadError, match=f"'{path}'.*truncated or corrupt"):
+        read_all(local, path, FormatOptions("parquet", SCHEMA))
+
+
+def test_parquet_corrupt_row_group_names_the_row_group(local: Store) -> None:
+    table = pa.table({"a": range(90), "s": [str(i) * 4 for i in range(90)]})
+    data = bytearray(parquet_bytes(table, row_group_size=30))
+    column = pq.ParquetFile(io.BytesIO(bytes(data))).metadata.row_group(1).column(1)
+    begin = column.dictionary_page_offset or column.data_page_offset
+    data[begin : begin + column.total_compressed_size] = b"\xff" * column.total_compressed_size
+    path = local.put("rg.parquet", bytes(data))
+    with pytest.raises(FileReadError, match=f"'{path}'.*row group 1 \\(of 3\\) is corrupt") as info:
+        read_all(local, path, FormatOptions("parquet", table.schema))
+    assert isinstance(info.value.__cause__, OSError)
+
+
+def test_parquet_missing_not_null_column_is_an_error(local: Store) -> None:
+    path = local.put("few.parquet", parquet_bytes(pa.table({"a": [1]})))
+    schema = pa.schema([pa.field("a", pa.int64()), pa.field("b", pa.int64(), nullable=False)])
+    with pytest.raises(FileReadError, match=f"'{path}' has no column 'b'.*NOT NULL"):
+        read_all(local, path, FormatOptions("parquet", schema))
+
+
+def test_parquet_column_of_an_unconvertible_type_names_the_row_group(local: Store) -> None:
+    path = local.put("type.parquet", parquet_bytes(pa.table({"a": ["x"]})))
+    schema = pa.schema([pa.field("a", pa.int64())])
+    with pytest.raises(FileReadError, match=f"'{path}', row group 0.*column 'a'"):
+        read_all(local, path, FormatOptions("parquet", schema))
+
+
+@pytest.mark.parametrize("codec", ["gzip", "bz2", "zstd"])
+def test_truncated_compressed_file_names_the_file(local: Store, codec: str) -> None:
+    whole = compress(b"".join(b"line %d\n" % i for i in range(5000)), codec)
+    path = local.put(f"cut.txt{EXTENSION[codec]}", whole[: len(whole) // 2])
+    with pytest.raises(FileReadError, match=f"{codec}-compressed file '{path}'.*truncated"):
+        read_all(local, path, FormatOptions("text", TEXT_SCHEMA))
+
+
+def test_csv_row_with_wrong_column_count_names_the_line(store: Store) -> None:
+    path = store.put("cols.csv", b"n,s\n1,a\n2,b\n3\n4,d\n")
+    with pytest.raises(FileReadError, match=f"csv file '{path}' at line 4 \\('3'\\).*Expected 2"):
+        read_all(store, path, FormatOptions("csv", CSV_TWO, header=True))
+
+
+def test_csv_unparsable_value_names_the_line(store: Store) -> None:
+    path = store.put("value.csv", b"1,a\r\n2,b\r\nthree,c\r\n")
+    with pytest.raises(FileReadError, match=f"'{path}' at line 3 .*int64.*'three'"):
+        read_all(store, path, FormatOptions("csv", CSV_TWO))
+
+
+def test_csv_error_in_a_later_split_names_the_byte_offset(local: Store) -> None:
+    path = local.put("late.csv", b"1,a\n2,b\nthree,c\n")
+    with pytest.raises(FileReadError, match=f"'{path}' at the line starting at byte 8"):
+        read_all(local, path, FormatOptions("csv", CSV_TWO), start=5)
+
+
+def test_csv_error_line_is_counted_across_chunks(local: Store) -> None:
+    data = b"".join(b"%d,x\n" % i for i in range(1000)) + b"oops,y\n"
+    path = local.put("far.csv", data)
+    options = FormatOptions("csv", CSV_TWO)
+    with pytest.raises(FileReadError, match="at line 1001 "):
+        list(read_range(local.fs, path, 0, len(data), options, chunk_bytes=100))
+
+
+def test_csv_empty_value_in_not_null_column_names_the_line(local: Store) -> None:
+    path = local.put("null.csv", b"id,name,score,ok\n1,a,1,true\n,b,2,false\n")
+    with pytest.raises(FileReadError, match=f"'{path}' at line 3 .*'id' is declared NOT NULL"):
+        read_all(local, path, FormatOptions("csv", SCHEMA, header=True))
+
+
+def test_csv_quoted_value_over_two_lines_is_an_error(local: Store) -> None:
+    path = local.put("multi.csv", b'1,a\n2,"b\nc"\n3,d\n')
+    with pytest.raises(FileReadError, match=f"'{path}' at line 2 .*spans a line break"):
+        read_all(local, path, FormatOptions("csv", CSV_TWO))
+
+
+def test_json_malformed_line_names_the_line(store: Store) -> None:
+    path = store.put("bad.jsonl", b'{"n": 1}\n\n{"n": 2, "s": }\n{"n": 3}\n')
+    with pytest.raises(FileReadError, match=f"json file '{path}' at line 3 .*JSON parse error"):
+        read_all(store, path, FormatOptions("json", CSV_TWO))
+
+
+def test_json_value_of_the_wrong_type_names_the_line(local: Store) -> None:
+    path = local.put("type.jsonl", b'{"n": 1}\n{"n": "two"}\n')
+    with pytest.raises(FileReadError, match=f"'{path}' at line 2 "):
+        read_all(local, path, FormatOptions("json", CSV_TWO))
+
+
+def test_json_object_over_two_lines_is_an_error(local: Store) -> None:
+    path = local.put("multi.jsonl", b'{"n": 1}\n{"n":\n 2}\n')
+    with pytest.raises(FileReadError, match=f"'{path}' at line 2 .*JSON parse error"):
+        read_all(local, path, FormatOptions("json", CSV_TWO))
+
+
+def test_json_line_with_two_objects_is_an_error(local: Store) -> None:
+    path = local.put("two.jsonl", b'{"n": 1}\n{"n": 2} {"n": 3}\n{"n": 4}\n')
+    with pytest.raises(FileReadError, match=f"'{path}' at line 2 .*a line holds several"):
+        read_all(local, path, FormatOptions("json", CSV_TWO))
+
+
+def test_text_that_is_not_utf8_names_the_line(local: Store) -> None:
+    path = local.put("latin1.txt", "ok\ncafé\n".encode("latin-1"))
+    with pytest.raises(FileReadError, match=f"'{path}' at line 2 .*UTF8"):
+        read_all(local, path, FormatOptions("text", TEXT_SCHEMA))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "json", "text"])
+def test_missing_file_names_the_path_and_keeps_the_cause(store: Store, fmt: str) -> None:
+    path = f"{store.base}/gone.{fmt}"
+    schema = TEXT_SCHEMA if fmt == "text" else SCHEMA
+    with pytest.raises(FileReadError, match=f"'{path}' does not exist.*ignoreMissingFiles") as info:
+        list(read_range(store.fs, path, 0, 100, FormatOptions(fmt, schema)))
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+    assert isinstance(info.value, OSError)
+
+
+@pytest.mark.parametrize("start", [0, 3, 8])
+def test_text_file_shorter_than_its_split_names_the_path(store: Store, start: int) -> None:
+    path = store.put("short.txt", b"ab\ncd\n")
+    with pytest.raises(FileReadError, match=f"'{path}' is 6 bytes long.*\\[{start}, 10\\)"):
+        list(read_range(store.fs, path, start, 10 - start, FormatOptions("text", TEXT_SCHEMA)))
+
+
+def test_parquet_file_shorter_than_its_split_names_the_path(local: Store) -> None:
+    data = parquet_bytes(pa.table({"a": [1]}))
+    path = local.put("short.parquet", data)
+    options = FormatOptions("parquet", pa.schema([("a", pa.int64())]))
+    with pytest.raises(FileReadError, match=f"'{path}' is {len(data)} bytes long"):
+        list(read_range(local.fs, path, 0, len(data) + 1, options))
