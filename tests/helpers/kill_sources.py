@@ -1,0 +1,76 @@
+"""A number sequence whose reader kills its own Python worker once, in the middle of a read.
+
+``splitsource.killonce`` reads like ``splitsource.numbers``, with one more
+option, ``killMarker`` (a file path). The first split reader to reach its
+second fetch while the marker file does not exist creates it and SIGKILLs the
+Python worker it runs in. Spark must retry the task, and the retry must read
+exactly the same range, so the sink still holds every number exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import ClassVar
+
+import pyarrow as pa
+
+from readers import RecordsBySplit
+from readers.numbers import NumberSequenceSplitReader
+from sources import Option, Options
+from sources.numbers import NumberSequenceSource
+
+KILL_AT_FETCH = 2
+"""The fetch (counted per reader, from 1) after which the reader kills its worker."""
+
+
+class KillOnceReader(NumberSequenceSplitReader):
+    """Reads numbers; the first reader to finish its 2nd fetch kills its own process."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self._marker = marker
+        self._fetches = 0
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        fetched = super().fetch(timeout)
+        self._fetches += 1
+        if self._fetches == KILL_AT_FETCH and self._claim_the_kill():
+            # Let the task thread hand the first fetch's rows to Spark, so that
+            # the failed attempt has written part of its range when it dies.
+            time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return fetched
+
+    def _claim_the_kill(self) -> bool:
+        """Create the marker; False if it exists (another reader killed already)."""
+        try:
+            descriptor = os.open(self._marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        with os.fdopen(descriptor, "w") as marker:
+            marker.write(f"{os.getpid()}\n")
+        return True
+
+
+class KillOnceSource(NumberSequenceSource):
+    """``splitsource.numbers`` plus ``killMarker``: one reader SIGKILLs its worker once."""
+
+    name = "killonce"
+    options: ClassVar = (
+        *NumberSequenceSource.options,
+        Option.string("killMarker", "file created by the reader that kills its worker"),
+    )
+
+    def __init__(self, start: int, end: int, splits: int = 1, kill_marker: str = "") -> None:
+        super().__init__(start, end, splits)
+        self.kill_marker = kill_marker
+
+    @classmethod
+    def from_options(cls, options: Options) -> KillOnceSource:
+        numbers = NumberSequenceSource.from_options(options)
+        return cls(numbers.start, numbers.end, numbers.splits, options["killMarker"])
+
+    def create_reader(self, schema: pa.Schema) -> KillOnceReader:
+        return KillOnceReader(self.kill_marker)

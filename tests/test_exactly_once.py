@@ -1,0 +1,340 @@
+"""End-to-end exactly-once into Spark's parquet file sink, under SIGKILL.
+
+Each test runs a real streaming job (:mod:`helpers.kill_job`) in a subprocess
+and kills part of it with SIGKILL: the whole driver (Python and its JVM) at
+random moments, or one Python worker in the middle of a read. The sink is read
+back with Spark, whose ``_spark_metadata`` log ignores the partial files a
+killed job leaves behind; it must hold every number exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+TESTS = Path(__file__).parent
+JOB = TESTS / "helpers" / "kill_job.py"
+
+SEED = 20240627
+KILLS = 10
+LAST = 299_999
+NUMBERS = {"to": LAST, "splits": 4, "maxRecordsPerTrigger": 5_000}
+"""60 micro-batches of 5,000 numbers, 1,250 from each split."""
+BATCHES = 60
+
+PROGRESS_TIMEOUT = 180.0
+"""Longest wait for a restarted job to log or commit a micro-batch (JVM start included)."""
+FINAL_TIMEOUT = 300.0
+MAX_KILL_DELAY = 2.0
+"""A restarted query's first micro-batch takes a few seconds, later ones about half a
+second on two cores: kills land in either, or between two."""
+
+
+def job_env() -> dict[str, str]:
+    """The environment of a job: the helpers importable, this Python, loopback only."""
+    path = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    return dict(
+        os.environ,
+        PYTHONPATH=path,
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
+
+
+@dataclass
+class Job:
+    """One run of :mod:`helpers.kill_job` in its own session (process group)."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    settings: dict[str, Any]
+
+    @classmethod
+    def start(cls, settings: dict[str, Any], log_path: Path) -> Job:
+        with log_path.open("wb") as log:  # the job writes to its own copy of the descriptor
+            process = subprocess.Popen(
+                [sys.executable, str(JOB), json.dumps(settings)],
+                env=job_env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return cls(process, log_path, settings)
+
+    def wait_until_ready(self, timeout: float) -> None:
+        """Wait until a job standing by has started Spark and waits for its go file."""
+        deadline = time.monotonic() + timeout
+        while "READY" not in self.output().splitlines():
+            assert self.running(), f"the job ended while warming up\n{self.tail()}"
+            assert time.monotonic() < deadline, f"not ready within {timeout:.0f}s\n{self.tail()}"
+            time.sleep(0.05)
+
+    def go(self, trigger: str) -> None:
+        """Let a job standing by start its query with ``trigger``."""
+        go_file = Path(self.settings["goFile"])
+        staged = go_file.with_suffix(".staged")
+        staged.write_text(trigger)
+        staged.rename(go_file)
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def tail(self, chars: int = 4000) -> str:
+        return f"--- {self.log_path} ---\n{self.output()[-chars:]}"
+
+    def done(self) -> dict[str, Any] | None:
+        """The job's ``DONE`` report, if it finished."""
+        for line in self.output().splitlines():
+            if line.startswith("DONE "):
+                report: dict[str, Any] = json.loads(line.removeprefix("DONE "))
+                return report
+        return None
+
+    def kill(self) -> None:
+        """SIGKILL the job's process group and every process group it started.
+
+        The Spark JVM is in the job's group; PySpark's worker daemon makes a
+        group of its own, which would otherwise outlive the JVM for a moment
+        and compete for the CPU with the next run.
+        """
+        groups = {self.process.pid}
+        for pid in _descendants(self.process.pid):
+            group = _group_of(pid)
+            if group is not None:
+                groups.add(group)
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        self.wait(60)
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def _descendants(root: int) -> list[int]:
+    """Every living process below ``root``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            parent = _parent_of(int(entry.name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+@pytest.fixture
+def jobs() -> Iterator[list[Job]]:
+    """Jobs started by a test; whatever still runs at the end is killed."""
+    started: list[Job] = []
+    yield started
+    for job in started:
+        if job.running():
+            job.kill()
+
+
+def batch_ids(directory: Path) -> list[int]:
+    """The batch ids logged in a Spark metadata log (``offsets``, ``commits``, a sink log)."""
+    if not directory.is_dir():
+        return []
+    names = (p.name.removesuffix(".compact") for p in directory.iterdir())
+    return sorted(int(name) for name in names if name.isdigit())
+
+
+def last_batch(directory: Path) -> int:
+    ids = batch_ids(directory)
+    return ids[-1] if ids else -1
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, job: Job) -> None:
+    """Poll ``condition`` until it holds; fail if ``job`` ends or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if not job.running():
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"no progress within {timeout:.0f}s\n{job.tail()}")
+        time.sleep(0.05)
+
+
+def assert_every_number_once(spark: Any, output: Path, last: int) -> None:
+    """Read the sink with Spark (through ``_spark_metadata``): 0 .. last, each once."""
+    row = (
+        spark.read.parquet(str(output))
+        .selectExpr(
+            "count(*) AS rows",
+            "count(DISTINCT value) AS distinct_values",
+            "sum(value) AS total",
+            "min(value) AS low",
+            "max(value) AS high",
+        )
+        .first()
+    )
+    assert row["rows"] - row["distinct_values"] == 0, f"duplicates: {row}"
+    assert row["rows"] == last + 1, f"lost or extra rows: {row}"
+    assert (row["low"], row["high"]) == (0, last)
+    assert row["total"] == last * (last + 1) // 2
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    """Where the checkpoint stood when a kill landed (read after the kill, when it is frozen)."""
+
+    offsets: int
+    commits: int
+    sink: int
+
+    @property
+    def mid_batch(self) -> bool:
+        """A batch was planned and logged but not committed: the restart must replay it."""
+        return self.offsets > self.commits
+
+    @property
+    def sink_ahead(self) -> bool:
+        """The sink committed a batch the checkpoint had not: the replay must not rewrite it."""
+        return self.sink > self.commits
+
+
+@pytest.mark.timeout(1200)  # about 4 minutes alone on two cores; far more when they are busy
+def test_driver_sigkill_at_random_moments_loses_and_duplicates_nothing(
+    tmp_path: Path, jobs: list[Job], request: pytest.FixtureRequest
+) -> None:
+    """SIGKILL the driver (Python and JVM) 10 times at random moments, then finish the stream.
+
+    The restarts must replay a logged but uncommitted micro-batch with exactly the
+    records it had (the source plans it from its logged offsets alone), and the sink
+    must not keep a batch twice.
+    """
+    rng = random.Random(SEED)
+    checkpoint, output = tmp_path / "checkpoint", tmp_path / "output"
+    settings = {
+        "checkpoint": str(checkpoint),
+        "output": str(output),
+        "format": "numbers",
+        "options": NUMBERS,
+    }
+    offsets, commits = checkpoint / "offsets", checkpoint / "commits"
+    sink = output / "_spark_metadata"
+    kill_points: list[KillPoint] = []
+
+    def progress_since(logged: int, committed: int) -> Callable[[], bool]:
+        """A new micro-batch logged, or the replayed one committed."""
+        return lambda: last_batch(offsets) > logged or last_batch(commits) > committed
+
+    def standing_by(name: str) -> Job:
+        """A job that starts Spark and waits for its go file; see :mod:`helpers.kill_job`."""
+        job = Job.start(
+            {**settings, "goFile": str(tmp_path / f"{name}.go")}, tmp_path / f"{name}.log"
+        )
+        jobs.append(job)
+        return job
+
+    # Each run starts Spark while the previous one runs, and goes once that one is dead.
+    upcoming = standing_by("run-0")
+    for run in range(KILLS):
+        job = upcoming
+        job.wait_until_ready(PROGRESS_TIMEOUT)
+        logged, committed = last_batch(offsets), last_batch(commits)
+        job.go("continuous")
+        upcoming = standing_by(f"run-{run + 1}" if run + 1 < KILLS else "final")
+        wait_for(progress_since(logged, committed), PROGRESS_TIMEOUT, job)
+        time.sleep(rng.uniform(0.0, MAX_KILL_DELAY))
+        if not job.running():
+            assert job.wait(10) == 0 and job.done(), job.tail()
+            break  # the input ran out before this kill: enough kills are asserted below
+        job.kill()
+        kill_points.append(KillPoint(last_batch(offsets), last_batch(commits), last_batch(sink)))
+
+    final = upcoming
+    final.wait_until_ready(PROGRESS_TIMEOUT)
+    final.go("availableNow")
+    assert final.wait(FINAL_TIMEOUT) == 0, final.tail()
+    assert final.done() is not None, final.tail()
+
+    mid_batch = sum(p.mid_batch for p in kill_points)
+    summary = (
+        f"{len(kill_points)} kills, {mid_batch} mid-batch, "
+        f"{sum(p.sink_ahead for p in kill_points)} after the sink's commit; last batch in "
+        f"(offsets, commits, sink) at each: {[(p.offsets, p.commits, p.sink) for p in kill_points]}"
+    )
+    print(summary)
+    assert len(kill_points) >= KILLS, summary
+    # The kills must hit the window that makes exactly-once hard: a micro-batch
+    # logged in offsets/ but not committed, which the restart re-plans from its
+    # logged offsets and must read identically.
+    assert mid_batch >= 3, summary
+    assert last_batch(commits) == BATCHES - 1, "replays must not add micro-batches"
+
+    assert_every_number_once(request.getfixturevalue("spark"), output, LAST)
+
+
+def test_python_worker_killed_mid_read_is_retried_exactly_once(
+    tmp_path: Path, jobs: list[Job], request: pytest.FixtureRequest
+) -> None:
+    """A reader SIGKILLs its Python worker after handing Spark part of its range.
+
+    Spark retries the task (``local[2,4]``: four attempts); the retry reads the same
+    range from the split in the partition, and the sink keeps only the retry's rows.
+    """
+    last = 399_999
+    marker = tmp_path / "killed"
+    settings = {
+        "checkpoint": str(tmp_path / "checkpoint"),
+        "output": str(tmp_path / "output"),
+        "format": "killonce",
+        "master": "local[2,4]",  # up to 4 attempts per task
+        "trigger": "availableNow",
+        # Two micro-batches, each two tasks of 100,000 numbers: two fetches and more.
+        "options": {
+            "to": last,
+            "splits": 2,
+            "maxRecordsPerTrigger": 200_000,
+            "killMarker": str(marker),
+        },
+    }
+    job = Job.start(settings, tmp_path / "job.log")
+    jobs.append(job)
+    assert job.wait(FINAL_TIMEOUT) == 0, job.tail()
+    report = job.done()
+    assert report is not None, job.tail()
+
+    assert marker.exists(), "no reader killed its Python worker"
+    assert "Python worker exited unexpectedly" in job.output(), job.tail()
+    assert report["batches"] == [0, 1], report
+    assert_every_number_once(request.getfixturevalue("spark"), tmp_path / "output", last)
