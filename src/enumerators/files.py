@@ -16,13 +16,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from enumerators.base import CompletedCheckpoint, PeriodicSplitEnumerator
+from sources.errors import FileReadError
 
 if TYPE_CHECKING:
     import fsspec
 
     from sources.files import FileSplit
 
-__all__ = ["FileEnumerator", "FileEnumeratorState", "ListedFile", "Listing", "split_file"]
+__all__ = [
+    "FileEnumerator",
+    "FileEnumeratorState",
+    "ListedFile",
+    "Listing",
+    "modified_ms",
+    "split_file",
+]
 
 
 @dataclass(frozen=True)
@@ -49,22 +57,40 @@ class Listing:
         """Every data file under the paths, by path; hidden ones (``_x``, ``.x``) skipped."""
         found: dict[str, ListedFile] = {}
         for path in self.paths:
-            for base, info in _expand(fs, path):
+            for base, info in _listed(fs, path):
                 name = posixpath.basename(info["name"])
                 if name.startswith(("_", ".")) or not self._wanted(name, info):
                     continue
                 partition = () if self.recursive_file_lookup else _partition(base, info["name"])
-                listed = ListedFile(info["name"], int(info["size"]), _modified_ms(info), partition)
+                listed = ListedFile(info["name"], int(info["size"]), modified_ms(info), partition)
                 found[listed.path] = listed
         return [found[path] for path in sorted(found)]
 
     def _wanted(self, name: str, info: Mapping[str, Any]) -> bool:
         if self.path_glob_filter and not fnmatch.fnmatchcase(name, self.path_glob_filter):
             return False
-        modified = _modified_ms(info)
+        modified = modified_ms(info)
         if self.modified_after_ms is not None and modified <= self.modified_after_ms:
             return False
         return self.modified_before_ms is None or modified < self.modified_before_ms
+
+
+def _listed(fs: fsspec.AbstractFileSystem, path: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """:func:`_expand`, with listing failures turned into errors that name the path."""
+    try:
+        return list(_expand(fs, path))
+    except FileNotFoundError as error:
+        raise FileReadError(
+            f"Path '{path}' does not exist. Check the path option; to wait for files that "
+            "do not exist yet, give a glob (e.g. '/data/*.csv'), which may match nothing."
+        ) from error
+    except FileReadError:
+        raise
+    except OSError as error:
+        raise FileReadError(
+            f"Cannot list '{path}': {error}. Give the Spark driver read access to it, "
+            "or leave it out of the paths."
+        ) from error
 
 
 def _expand(fs: fsspec.AbstractFileSystem, path: str) -> Iterable[tuple[str, Mapping[str, Any]]]:
@@ -99,7 +125,8 @@ def _partition(base: str, path: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _modified_ms(info: Mapping[str, Any]) -> int:
+def modified_ms(info: Mapping[str, Any]) -> int:
+    """A listing entry's modification time in ms since the epoch (0 if the filesystem has none)."""
     for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
         value = info.get(key)
         if value is None:

@@ -2,21 +2,45 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import fsspec
 import pyarrow as pa
 
+from enumerators.files import modified_ms
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
-from readers.formats import FormatOptions, read_range
+from readers.formats import FormatOptions, missing_file_error, read_range
+from sources.errors import CorruptFileError, FileReadError, MissingFileError
 
 if TYPE_CHECKING:
     from sources.files import FileSplit
 
-__all__ = ["FileSplitReader"]
+__all__ = ["FileSplitReader", "SkipPolicy"]
 
 BATCHES_PER_FETCH = 4
+_LOG = logging.getLogger("splitsource.files")
+
+
+@dataclass(frozen=True)
+class SkipPolicy:
+    """Which unreadable files a read skips (with a WARN log line each) instead of failing.
+
+    ``ignore_missing``: files deleted or renamed after they were listed.
+    ``ignore_corrupt``: files that cannot be decoded, or changed after they were
+    listed; the batches read before the problem are kept, as in Spark.
+    """
+
+    ignore_missing: bool = False
+    ignore_corrupt: bool = False
+
+    def skips(self, error: FileReadError) -> bool:
+        """Whether ``error`` ends its file quietly instead of failing the read."""
+        if isinstance(error, MissingFileError):
+            return self.ignore_missing
+        return isinstance(error, CorruptFileError) and self.ignore_corrupt
 
 
 class FileSplitReader(SplitReader["FileSplit"]):
@@ -31,10 +55,12 @@ class FileSplitReader(SplitReader["FileSplit"]):
         fs: fsspec.AbstractFileSystem,
         format_options: Callable[[pa.Schema], FormatOptions],
         schema: pa.Schema,
+        skip: SkipPolicy = SkipPolicy(),
     ) -> None:
         self._fs = fs
         self._format_options = format_options
         self._schema = schema
+        self._skip = skip
         self._splits: list[FileSplit] = []
         self._current: Iterator[pa.RecordBatch] | None = None
 
@@ -60,11 +86,48 @@ class FileSplitReader(SplitReader["FileSplit"]):
         """Nothing to wake: ``fetch`` never waits for data to arrive."""
 
     def _open(self, split: FileSplit) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self._read(split)
+        except FileReadError as error:
+            if not self._skip.skips(error):
+                raise
+            option = (
+                "ignoreMissingFiles"
+                if isinstance(error, MissingFileError)
+                else ("ignoreCorruptFiles")
+            )
+            _LOG.warning(
+                "splitsource.files: %s=true skipped bytes [%d, %d) of '%s' (rows read before "
+                "the problem are kept): %s",
+                option,
+                split.start,
+                split.start + split.length,
+                split.path,
+                error,
+            )
+
+    def _read(self, split: FileSplit) -> Iterator[pa.RecordBatch]:
+        self._check_unchanged(split)
         partition = dict(split.partition)
         data_schema = pa.schema([field for field in self._schema if field.name not in partition])
         options = self._format_options(data_schema)
         for batch in read_range(self._fs, split.path, split.start, split.length, options):
             yield self._with_partition(batch, partition)
+
+    def _check_unchanged(self, split: FileSplit) -> None:
+        """Fail if the file is gone, or its size or modification time differ from the listing."""
+        try:
+            info = self._fs.info(split.path)
+        except FileNotFoundError as error:
+            raise missing_file_error(split.path) from error
+        size, modified = int(info["size"]), modified_ms(info)
+        if size != split.file_size or modified != split.modified_ms:
+            raise CorruptFileError(
+                f"File '{split.path}' changed after it was listed (size {split.file_size} -> "
+                f"{size} bytes, modified {split.modified_ms} -> {modified} ms): it was "
+                "overwritten or appended to. Write new files instead of changing listed ones "
+                "(e.g. write elsewhere and rename); ignoreCorruptFiles=true skips such files."
+            )
 
     def _with_partition(self, batch: pa.RecordBatch, partition: dict[str, str]) -> pa.RecordBatch:
         if not partition:

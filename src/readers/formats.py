@@ -34,16 +34,27 @@ a JSON object over several lines, is an error (Spark's ``multiLine=false``).
 *Compressed* text files (gzip, bz2, zstd) cannot be cut: one split reads the
 whole file, with ``start == 0``.
 
-Errors are FAILFAST: the first problem raises :class:`~sources.errors.FileReadError`
-naming the file and, where known, the line (or byte offset) or row group.
+Errors name the file and, where known, the line (or byte offset) or row group:
+:class:`~sources.errors.MissingFileError` for a file gone since it was listed,
+:class:`~sources.errors.CorruptFileError` for bytes that cannot be decoded, and
+:class:`~sources.errors.MalformedRecordError` for a CSV or JSON line that does
+not parse or fit the schema. ``mode`` decides what a malformed line does:
+``FAILFAST`` raises, ``DROPMALFORMED`` drops it, ``PERMISSIVE`` keeps the
+values that parse alone, nulls the others and puts the raw line in the
+corrupt-record column, if the schema has one (as Spark does). Blocks are
+decoded whole; only a block that fails is cut in halves, again and again,
+down to the lines that fail alone, so the cost of a malformed line is a
+logarithmic number of re-decodes. Dropped or kept-as-corrupt lines are
+counted in one WARN log line per split.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn, TypeVar
 
 import fsspec
@@ -55,21 +66,30 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from sources.errors import FileReadError, InvalidOptionError
+from sources.errors import (
+    CorruptFileError,
+    FileReadError,
+    InvalidOptionError,
+    MalformedRecordError,
+    MissingFileError,
+)
 
 __all__ = [
     "COMPRESSIONS",
     "DEFAULT_CHUNK_BYTES",
     "FORMATS",
+    "MODES",
     "FormatOptions",
     "compression_of",
     "infer_schema",
     "is_splittable",
+    "missing_file_error",
     "read_range",
 ]
 
 FORMATS = ("parquet", "csv", "json", "text")
 COMPRESSIONS = ("infer", "none", "gzip", "bz2", "zstd")
+MODES = ("FAILFAST", "PERMISSIVE", "DROPMALFORMED")
 DEFAULT_CHUNK_BYTES = 8 << 20
 """How many bytes of a text file are decoded at a time (rounded to whole lines)."""
 
@@ -79,6 +99,11 @@ _TEXT_TYPES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 _ARROW_BLOCK = 1 << 20
 _TAIL_BYTES = 64 << 10  # read past the end of a range to finish its last line
 _FIX = "Fix or remove the file; ignoreCorruptFiles=true skips corrupt files."
+_FIX_RECORD = (
+    "Fix the line, or read with mode=DROPMALFORMED (drop such lines) or mode=PERMISSIVE "
+    "(nulls, and the raw line in the columnNameOfCorruptRecord column if the schema has it)."
+)
+_LOG = logging.getLogger("splitsource.files")
 _ROW_MENTION = re.compile(r"\s*\bin row \d+\s*$")
 
 
@@ -96,6 +121,9 @@ class FormatOptions:
     value is null, ``""`` an empty string, booleans are ``true``/``false``.
     ``compression`` is ``"infer"`` (from the extension ``.gz``, ``.bz2``,
     ``.zst``/``.zstd``), ``"none"`` or a codec, and is ignored for Parquet.
+    ``mode`` (one of :data:`MODES`) applies to CSV and JSON lines. A column
+    of ``data_schema`` named ``corrupt_column`` is not read from the files: it
+    is null, and holds the raw text of malformed lines with ``PERMISSIVE``.
     Batches have at most ``batch_rows`` rows. Invalid values raise
     :class:`~sources.errors.InvalidOptionError` naming the option.
 
@@ -114,6 +142,8 @@ class FormatOptions:
     escape: str | None = None
     compression: str = "infer"
     batch_rows: int = 65_536
+    mode: str = "FAILFAST"
+    corrupt_column: str = "_corrupt_record"
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -128,6 +158,20 @@ class FormatOptions:
             _invalid("escape", f"{self.escape!r} must be exactly one character")
         if self.batch_rows < 1:
             _invalid("batch_rows", f"{self.batch_rows} must be at least 1")
+        if self.mode not in MODES:
+            _invalid("mode", f"'{self.mode}' is not one of {', '.join(MODES)}")
+
+    @property
+    def has_corrupt_column(self) -> bool:
+        """Whether ``data_schema`` has the corrupt-record column (csv and json only)."""
+        return self.format in ("csv", "json") and self.corrupt_column in self.data_schema.names
+
+    @property
+    def file_schema(self) -> pa.Schema:
+        """The columns read from the files: ``data_schema`` less the corrupt-record column."""
+        if not self.has_corrupt_column:
+            return self.data_schema
+        return self.data_schema.remove(self.data_schema.get_field_index(self.corrupt_column))
 
 
 def _invalid(option: str, problem: str) -> NoReturn:
@@ -264,7 +308,7 @@ def _open_input(fs: fsspec.AbstractFileSystem, path: str) -> Iterator[pa.NativeF
             raw = fs.open(path, "rb")
             native = pa.PythonFile(raw, mode="r")
     except FileNotFoundError as error:
-        raise _missing_error(path) from error
+        raise missing_file_error(path) from error
     except FileReadError:
         raise
     except OSError as error:
@@ -272,22 +316,23 @@ def _open_input(fs: fsspec.AbstractFileSystem, path: str) -> Iterator[pa.NativeF
     try:
         yield native
     except FileNotFoundError as error:
-        raise _missing_error(path) from error
+        raise missing_file_error(path) from error
     finally:
         native.close()
         if raw is not None:
             raw.close()
 
 
-def _missing_error(path: str) -> FileReadError:
-    return FileReadError(
+def missing_file_error(path: str) -> MissingFileError:
+    """The error for ``path``, listed but gone before it was read."""
+    return MissingFileError(
         f"File '{path}' does not exist any more: it was listed, then deleted or renamed "
         "before it was read. ignoreMissingFiles=true skips files that disappear."
     )
 
 
-def _short_error(path: str, size: int, start: int, end: int) -> FileReadError:
-    return FileReadError(
+def _short_error(path: str, size: int, start: int, end: int) -> CorruptFileError:
+    return CorruptFileError(
         f"File '{path}' is {size} bytes long, shorter than the split [{start}, {end}) "
         "planned for it: it was truncated or replaced after it was listed. "
         "Read it again from a fresh listing; files must not change once written."
@@ -349,7 +394,7 @@ def _read_parquet(
             except FileReadError:
                 raise
             except (pa.ArrowException, OSError) as error:
-                raise FileReadError(
+                raise CorruptFileError(
                     f"Cannot read Parquet file '{path}': {where} is corrupt "
                     f"({_detail(error)}). {_FIX}"
                 ) from error
@@ -370,8 +415,8 @@ def _midpoint(group: pq.RowGroupMetaData) -> int:
     return (first or 0) + compressed // 2
 
 
-def _footer_error(path: str, error: BaseException) -> FileReadError:
-    return FileReadError(
+def _footer_error(path: str, error: BaseException) -> CorruptFileError:
+    return CorruptFileError(
         f"Cannot read Parquet file '{path}': it is not a Parquet file, or it is truncated "
         f"or corrupt ({_detail(error)}). {_FIX}"
     )
@@ -424,20 +469,47 @@ def _check_schema(options: FormatOptions) -> None:
     schema = options.data_schema
     if len(set(schema.names)) != len(schema.names):
         _invalid("schema", f"has duplicate column names: {schema.names}")
-    if options.format == "text":
-        if len(schema) != 1 or not any(schema[0].type.equals(t) for t in _TEXT_TYPES):
-            _invalid(
-                "schema",
-                f"of format text must be one string column such as 'value string', not {schema}",
-            )
-    elif options.format == "csv":
-        if len(schema) == 0:
+    if options.format == "text" and (
+        len(schema) != 1 or not any(schema[0].type.equals(t) for t in _TEXT_TYPES)
+    ):
+        _invalid(
+            "schema",
+            f"of format text must be one string column such as 'value string', not {schema}",
+        )
+    if options.format in ("csv", "json"):
+        _check_corrupt_column(options)
+    if options.format == "csv":
+        if len(options.file_schema) == 0:
             _invalid("schema", "of format csv needs at least one column")
         for field in schema:
             if pa.types.is_nested(field.type):
                 _invalid(
                     "schema", f"column '{field.name}' is {field.type}; CSV holds no nested types"
                 )
+
+
+def _check_corrupt_column(options: FormatOptions) -> None:
+    """PERMISSIVE needs nullable columns; the corrupt-record column is a nullable string."""
+    for field in options.file_schema:
+        if options.mode == "PERMISSIVE" and not field.nullable:
+            _invalid(
+                "mode",
+                f"PERMISSIVE turns malformed lines into nulls, but column '{field.name}' is "
+                "NOT NULL; make it nullable, or use mode DROPMALFORMED or FAILFAST",
+            )
+    if options.has_corrupt_column:
+        field = options.data_schema.field(options.corrupt_column)
+        if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+            _invalid(
+                "columnNameOfCorruptRecord",
+                f"column '{field.name}' holds the raw malformed lines and must be a nullable "
+                f"string, not {field.type}",
+            )
+        if not field.nullable:
+            _invalid(
+                "columnNameOfCorruptRecord",
+                f"column '{field.name}' is null for well-formed lines and must be nullable",
+            )
 
 
 # --- text formats: line blocks ------------------------------------------------------------
@@ -557,6 +629,9 @@ def _read_lines(
 ) -> Iterator[pa.RecordBatch]:
     decode = _DECODERS[options.format]
     skip_header = options.format == "csv" and options.header
+    tolerant = options.mode != "FAILFAST" and options.format != "text"
+    file_options = replace(options, data_schema=options.file_schema)
+    malformed = _MalformedLines()
     with _open_input(fs, path) as file:
         if codec is None:
             end: int | None = start + length
@@ -572,34 +647,72 @@ def _read_lines(
         blocks = _LineBlocks(stream.read, start, end, skip_header, chunk_bytes, path)
         try:
             for block in blocks:
-                table = _decode_located(decode, block, path, options)
+                if tolerant:
+                    table = _decode_tolerant(decode, block, options, malformed)
+                else:
+                    table = _decode_located(decode, block, path, file_options)
+                    table = _add_corrupt_column(table, None, options)
                 yield from table.to_batches(max_chunksize=options.batch_rows)
         except FileReadError:
             raise
         except FileNotFoundError as error:
-            raise _missing_error(path) from error
+            raise missing_file_error(path) from error
         except OSError as error:
             where = f"near line {blocks.line}" if blocks.line else f"near byte {blocks.position}"
             if codec is not None:
-                raise FileReadError(
+                raise CorruptFileError(
                     f"Cannot read {codec}-compressed file '{path}' {where}: the compressed "
                     f"data is truncated or corrupt ({_detail(error)}). {_FIX}"
                 ) from error
-            raise FileReadError(f"Cannot read '{path}' {where}: {_detail(error)}") from error
+            raise CorruptFileError(
+                f"Cannot read '{path}' {where}: {_detail(error)}. {_FIX}"
+            ) from error
+    if malformed.count:
+        kept = "kept as corrupt rows" if options.mode == "PERMISSIVE" else "dropped"
+        _LOG.warning(
+            "splitsource.files: mode=%s %s %d malformed line(s) of '%s' in bytes [%d, %s), "
+            "the first at %s",
+            options.mode,
+            kept,
+            malformed.count,
+            path,
+            start,
+            start + length if codec is None else "end",
+            malformed.first,
+        )
 
 
 _Decoder = Callable[[bytes, FormatOptions], pa.Table]
 
 
+class _MalformedLines:
+    """How many malformed lines a split met, and where the first one was."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first = ""
+
+    def add(self, block: _Block, line_index: int, line_start: int) -> None:
+        if not self.count:
+            self.first = _where(block, line_index, line_start)
+        self.count += 1
+
+
+def _where(block: _Block, line_index: int, line_start: int) -> str:
+    """The line ``line_index`` of ``block`` (starting at byte ``line_start`` of it), for people."""
+    if block.line is not None:
+        return f"line {block.line + line_index}"
+    return f"the line starting at byte {block.offset + line_start}"
+
+
 def _decode_located(decode: _Decoder, block: _Block, path: str, options: FormatOptions) -> pa.Table:
-    """Decode ``block``; on failure find the first bad line and raise a FileReadError."""
+    """Decode ``block``; on failure find the first bad line and raise a MalformedRecordError."""
     try:
         return decode(block.data, options)
     except (pa.ArrowException, _Malformed) as error:
         first_error: BaseException = error
     # Failures are per line, so the shortest failing prefix ends at the first bad line.
-    if decode is _decode_csv:
-        decode = _decode_csv_strictly
+    decode = _strict(decode)
     ends = _line_ends(block.data)
     low, high = 1, len(ends)  # a prefix of `high` lines fails; prefixes of fewer than `low` pass
     prefix_error = first_error
@@ -614,16 +727,123 @@ def _decode_located(decode: _Decoder, block: _Block, path: str, options: FormatO
             low = middle + 1
     bad = high - 1
     line_start = int(ends[bad - 1]) if bad > 0 else 0
-    if block.line is not None:
-        where = f"line {block.line + bad}"
-    else:
-        where = f"the line starting at byte {block.offset + line_start}"
     text = block.data[line_start : int(ends[bad])].rstrip(b"\r\n")
     shown = text[:80].decode("utf-8", "replace") + ("..." if len(text) > 80 else "")
-    raise FileReadError(
-        f"Cannot read {options.format} file '{path}' at {where} ({shown!r}): "
-        f"{_detail(prefix_error)}. {_FIX}"
+    raise MalformedRecordError(
+        f"Cannot read {options.format} file '{path}' at {_where(block, bad, line_start)} "
+        f"({shown!r}): {_detail(prefix_error)}. {_FIX_RECORD}"
     ) from first_error
+
+
+def _strict(decode: _Decoder) -> _Decoder:
+    """The decoder that also fails on a line that opens a quote it does not close."""
+    return _decode_csv_strictly if decode is _decode_csv else decode
+
+
+def _decode_tolerant(
+    decode: _Decoder, block: _Block, options: FormatOptions, malformed: _MalformedLines
+) -> pa.Table:
+    """Decode ``block`` in ``options.mode``: malformed lines dropped or kept as corrupt rows."""
+    file_options = replace(options, data_schema=options.file_schema)
+    try:
+        return _add_corrupt_column(decode(block.data, file_options), None, options)
+    except (pa.ArrowException, _Malformed):
+        pass
+    decode = _strict(decode)
+    ends = _line_ends(block.data)
+    pieces: list[pa.Table] = []
+
+    def visit(low: int, high: int) -> None:
+        """Decode lines ``[low, high)``, halving the range while it fails."""
+        begin = int(ends[low - 1]) if low else 0
+        data = block.data[begin : int(ends[high - 1])]
+        try:
+            pieces.append(_add_corrupt_column(decode(data, file_options), None, options))
+            return
+        except (pa.ArrowException, _Malformed):
+            if high - low > 1:
+                middle = (low + high) // 2
+                visit(low, middle)
+                visit(middle, high)
+                return
+        malformed.add(block, low, begin)
+        if options.mode == "PERMISSIVE":
+            line = data.rstrip(b"\r\n")
+            row = _salvage(line, file_options)
+            pieces.append(_add_corrupt_column(row, line.decode("utf-8", "replace"), options))
+
+    if len(ends) > 1:  # the whole block failed already: start with its halves
+        visit(0, len(ends) // 2)
+        visit(len(ends) // 2, len(ends))
+    else:
+        visit(0, len(ends))
+    return pa.concat_tables(pieces) if pieces else options.data_schema.empty_table()
+
+
+def _salvage(line: bytes, options: FormatOptions) -> pa.Table:
+    """One row of the values of a malformed ``line`` that parse alone; null for the others.
+
+    As Spark's PERMISSIVE mode: a JSON field or CSV token of the wrong type, or
+    missing, is null, while the rest of the line is kept.
+    """
+    values = []
+    for field, text in zip(options.data_schema, _field_texts(line, options), strict=True):
+        single = replace(options, data_schema=pa.schema([field]), header=False)
+        try:
+            column = _DECODERS[options.format](text, single).column(0) if text else None
+        except (pa.ArrowException, _Malformed):
+            column = None
+        values.append(
+            column if column is not None and len(column) == 1 else pa.nulls(1, field.type)
+        )
+    return pa.Table.from_arrays(values, schema=options.data_schema)
+
+
+def _field_texts(line: bytes, options: FormatOptions) -> list[bytes]:
+    """Per column, a text that holds only that column's value of ``line`` (empty: no value)."""
+    columns = len(options.data_schema)
+    if options.format == "json":
+        return [line] * columns
+    try:
+        tokens = pa_csv.read_csv(
+            pa.BufferReader(line + b"\n"),
+            read_options=pa_csv.ReadOptions(autogenerate_column_names=True),
+            parse_options=pa_csv.ParseOptions(
+                delimiter=options.sep,
+                quote_char=options.quote or False,
+                escape_char=options.escape or False,
+            ),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=_ALL_STRINGS, strings_can_be_null=False
+            ),
+        ).to_pylist()[0]
+    except (pa.ArrowException, IndexError):
+        return [b""] * columns
+    quote = options.quote or '"'
+    texts = []
+    for token in list(tokens.values())[:columns]:
+        quoted = quote + str(token).replace(quote, quote * 2) + quote + "\n"
+        texts.append(quoted.encode() if token else b"")
+    return texts + [b""] * (columns - len(texts))
+
+
+_ALL_STRINGS = {f"f{index}": pa.string() for index in range(1 << 12)}
+"""Column types that read every token of a CSV line (up to 4096) as text."""
+
+
+def _add_corrupt_column(table: pa.Table, raw: str | None, options: FormatOptions) -> pa.Table:
+    """``table`` with the corrupt-record column (``raw`` in every row) where the schema has it."""
+    if not options.has_corrupt_column:
+        return table
+    kind = options.data_schema.field(options.corrupt_column).type
+    corrupt = pa.array([raw] * table.num_rows, kind)
+    return pa.Table.from_arrays(
+        [
+            corrupt if field.name == options.corrupt_column else table.column(field.name)
+            for field in options.data_schema
+        ],
+        schema=options.data_schema,
+    )
 
 
 def _line_ends(data: bytes) -> np.ndarray:

@@ -10,8 +10,11 @@ from collections.abc import Iterable
 
 __all__ = [
     "CorruptDataError",
+    "CorruptFileError",
     "FileReadError",
     "InvalidOptionError",
+    "MalformedRecordError",
+    "MissingFileError",
     "NewerVersionError",
     "ReaderError",
     "SchemaMismatchError",
@@ -73,6 +76,17 @@ class StateStoreError(SplitSourceError, RuntimeError):
 class FileReadError(SplitSourceError, OSError):
     """A file cannot be read or decoded; the message names it and the line or row group.
 
-    A file that disappeared after it was listed has its ``FileNotFoundError``
-    as ``__cause__``; other causes mean the file is corrupt or changed.
+    The subclasses say which of the file source's skip options applies.
     """
+
+
+class MissingFileError(FileReadError):
+    """A listed file was deleted or renamed before it was read (``ignoreMissingFiles``)."""
+
+
+class CorruptFileError(FileReadError):
+    """A file cannot be decoded, or changed after it was listed (``ignoreCorruptFiles``)."""
+
+
+class MalformedRecordError(FileReadError):
+    """A record (a line) does not parse or fit the schema (``mode``)."""

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from enumerators.base import EnumeratorContext
 from enumerators.files import FileEnumerator, FileEnumeratorState, ListedFile, Listing, split_file
-from readers.files import FileSplitReader
-from readers.formats import FormatOptions, infer_schema, is_splittable
+from readers.files import FileSplitReader, SkipPolicy
+from readers.formats import MODES, FormatOptions, infer_schema, is_splittable
 from sources.api import Source
 from sources.errors import CorruptDataError, InvalidOptionError
 from sources.options import Option, Options
@@ -124,6 +124,24 @@ def _choice(name: str, choices: tuple[str, ...], doc: str, default: Any) -> Opti
     return Option(name, parse, doc, default)
 
 
+def _mode(text: str) -> str:
+    value = text.strip().upper()
+    if value not in MODES:
+        raise ValueError(f"expected one of {', '.join(MODES)}, got '{text}'")
+    return value
+
+
+def _storage_options(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        # The text may hold credentials: say what is wrong, never echo it.
+        raise ValueError('expected a JSON object such as {"anon": true} (value not shown)')
+    return value
+
+
 def _timestamp_ms(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text.strip())
@@ -168,6 +186,24 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         _choice(
             "compression", ("infer", "none", "gzip", "bz2", "zstd"), "file compression", "infer"
         ),
+        Option("mode", _mode, "csv, json: FAILFAST, DROPMALFORMED or PERMISSIVE", "FAILFAST"),
+        Option.string(
+            "columnNameOfCorruptRecord",
+            "csv, json: the column that holds malformed lines with mode PERMISSIVE",
+            default="_corrupt_record",
+        ),
+        Option.boolean(
+            "ignoreMissingFiles", "skip files deleted after they were listed", default=False
+        ),
+        Option.boolean(
+            "ignoreCorruptFiles", "skip the rest of files that cannot be decoded", default=False
+        ),
+        Option(
+            "storageOptions",
+            _storage_options,
+            "a JSON object of fsspec filesystem arguments (credentials, endpoint, ...)",
+            None,
+        ),
         Option.boolean(
             "recursiveFileLookup", "read every file below, no partition columns", default=False
         ),
@@ -206,7 +242,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
         """The filesystem of the first path."""
-        fs, _ = fsspec.core.url_to_fs(self.paths[0])
+        fs, _ = fsspec.core.url_to_fs(self.paths[0], **(self.settings["storageOptions"] or {}))
         return fs
 
     def listing(self) -> Listing:
@@ -230,6 +266,8 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
             quote=self.settings["quote"],
             escape=self.settings["escape"],
             compression=self.settings["compression"],
+            mode=self.settings["mode"],
+            corrupt_column=self.settings["columnNameOfCorruptRecord"],
         )
 
     def schema(self) -> Any:
@@ -273,7 +311,12 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         return self._enumerator(state)
 
     def create_reader(self, schema: pa.Schema) -> FileSplitReader:
-        return FileSplitReader(self.fs, self.format_options, schema)
+        return FileSplitReader(
+            self.fs,
+            self.format_options,
+            schema,
+            SkipPolicy(self.settings["ignoreMissingFiles"], self.settings["ignoreCorruptFiles"]),
+        )
 
     def split_serializer(self) -> FileSplitSerializer:
         return FileSplitSerializer()
