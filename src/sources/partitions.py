@@ -41,8 +41,8 @@ class SplitPartitionReading:
     """Packs splits into partitions (driver) and reads a partition (executor).
 
     Holds configuration only, so that Spark can pickle it into every task.
-    ``parallelism`` is the session's default parallelism (its cores), which the
-    source's default partition size is shrunk to keep busy.
+    ``parallelism`` is the session's default parallelism (its cores); the default
+    packing (:func:`~sources.planning.pack_for_cores`) gives each of them work.
     """
 
     def __init__(
