@@ -100,6 +100,18 @@ def test_text_lines_match_sparks_text_reader(spark: SparkSession, tmp_path: Path
     same_rows(ours, spark.read.text(str(tmp_path)))
 
 
+def test_a_read_smaller_than_one_partition_still_uses_every_core(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    for i in range(4):
+        pq.write_table(table(i * 1_000, 1_000), tmp_path / f"part-{i}.parquet")
+
+    ours = files(spark, "parquet", tmp_path)
+
+    assert ours.rdd.getNumPartitions() == spark.sparkContext.defaultParallelism == 2
+    assert ours.count() == 4_000
+
+
 def test_many_small_files_share_partitions(spark: SparkSession, tmp_path: Path) -> None:
     for i in range(120):
         pq.write_table(table(i * 10, 10), tmp_path / f"part-{i:04d}.parquet")

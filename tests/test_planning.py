@@ -19,7 +19,7 @@ from hypothesis.stateful import (
 
 from enumerators.base import EnumeratorContext, SplitEnumerator
 from sources.numbers import NumberSequenceSource, NumberSequenceSplit
-from sources.planning import UNKNOWN_SPLIT_BYTES, pack
+from sources.planning import UNKNOWN_SPLIT_BYTES, pack, pack_for_cores
 from sources.serialization import frame, unframe
 from sources.split import Boundedness
 
@@ -151,6 +151,36 @@ def test_largest_splits_are_placed_first_into_the_lightest_partition() -> None:
 def test_num_partitions_gives_every_partition_a_split_even_when_splits_are_empty() -> None:
     partitions = pack([0, 0, 0], num_partitions=3)
     assert all(partitions)
+
+
+# --- pack_for_cores (the default packing of file sources) -------------------
+
+
+@PACK_SETTINGS
+@given(sizes=sizes_strategy, parallelism=st.integers(1, 8))
+def test_a_small_input_is_spread_over_every_core(sizes: list[int | None], parallelism: int) -> None:
+    max_bytes = max(1, -(-sum(weight(size) for size in sizes) // parallelism))
+    partitions = pack_for_cores(sizes, max_bytes, parallelism)
+    assert len(partitions) == min(parallelism, len(sizes))
+    assert sorted(i for partition in partitions for i in partition) == list(range(len(sizes)))
+
+
+@PACK_SETTINGS
+@given(sizes=sizes_strategy, parallelism=st.integers(1, 8), max_bytes=st.integers(1, 1 << 28))
+def test_a_large_input_is_packed_consecutively_up_to_the_partition_size(
+    sizes: list[int | None], parallelism: int, max_bytes: int
+) -> None:
+    if sum(weight(size) for size in sizes) <= max_bytes * parallelism:
+        return
+    assert pack_for_cores(sizes, max_bytes, parallelism) == pack(
+        sizes, max_partition_bytes=max_bytes
+    )
+
+
+def test_two_files_smaller_than_one_partition_are_read_by_two_cores() -> None:
+    mib = 1 << 20
+    assert pack_for_cores([15 * mib, 15 * mib], 128 * mib, parallelism=2) == [[0], [1]]
+    assert pack_for_cores([15 * mib, 15 * mib], 128 * mib, parallelism=1) == [[0, 1]]
 
 
 # --- NumberSequenceSource.create_enumerator --------------------------------

@@ -58,9 +58,10 @@ class Source(ABC, Generic[SplitT, StateT]):
     """The kinds of read this source can do. ``spark.read`` needs ``BOUNDED``."""
 
     default_max_partition_bytes: ClassVar[int | None] = None
-    """``maxPartitionBytes`` when the user gives neither it nor ``numPartitions``;
-    ``None`` puts each split in its own partition. Sources of many small splits
-    (files) set it so that small splits share a partition."""
+    """The partition size when the user gives neither ``maxPartitionBytes`` nor
+    ``numPartitions``; a smaller input is spread over the session's cores instead
+    (:func:`~sources.planning.pack_for_cores`). ``None`` puts each split in its own
+    partition. Sources of many small splits (files) set it so that they share one."""
 
     option_aliases: ClassVar[Mapping[str, str]] = {}
     """Other names users may give options under, such as ``maxFilesPerTrigger`` for

@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 from readers.fetcher import FetcherSettings, SplitFetcher
 from sources.api import Source
 from sources.options import Options
-from sources.planning import pack
+from sources.planning import pack, pack_for_cores
 from sources.serialization import frame, unframe
 from sources.split import SourceSplit
 
@@ -41,25 +41,33 @@ class SplitPartitionReading:
     """Packs splits into partitions (driver) and reads a partition (executor).
 
     Holds configuration only, so that Spark can pickle it into every task.
+    ``parallelism`` is the session's default parallelism (its cores); the default
+    packing (:func:`~sources.planning.pack_for_cores`) gives each of them work.
     """
 
-    def __init__(self, source: Source[Any, Any], schema: StructType, options: Options) -> None:
+    def __init__(
+        self,
+        source: Source[Any, Any],
+        schema: StructType,
+        options: Options,
+        parallelism: int = 1,
+    ) -> None:
         self.source = source
         self.schema = schema
         self.options = options
+        self.parallelism = parallelism
 
     def partitions_of(self, splits: Sequence[SourceSplit]) -> list[SplitPartition]:
         """Pack ``splits`` into partitions as the partitioning options say."""
         serializer = self.source.split_serializer()
         num_partitions = self.options["numPartitions"]
         max_bytes = self.options["maxPartitionBytes"]
-        if num_partitions is None and max_bytes is None:
-            max_bytes = self.source.default_max_partition_bytes
-        groups = pack(
-            [split.estimated_bytes() for split in splits],
-            num_partitions=num_partitions,
-            max_partition_bytes=max_bytes,
-        )
+        sizes = [split.estimated_bytes() for split in splits]
+        default_bytes = self.source.default_max_partition_bytes
+        if num_partitions is None and max_bytes is None and default_bytes is not None:
+            groups = pack_for_cores(sizes, default_bytes, self.parallelism)
+        else:
+            groups = pack(sizes, num_partitions=num_partitions, max_partition_bytes=max_bytes)
         return [
             SplitPartition(i, tuple(frame(serializer, splits[j]) for j in members))
             for i, members in enumerate(groups)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["UNKNOWN_SPLIT_BYTES", "pack"]
+__all__ = ["UNKNOWN_SPLIT_BYTES", "pack", "pack_for_cores"]
 
 UNKNOWN_SPLIT_BYTES = 4 << 20
 """Size assumed for a split that cannot estimate its own (Spark's file open cost)."""
@@ -35,6 +35,24 @@ def pack(
     if max_partition_bytes is not None:
         return _consecutive(weights, max_partition_bytes)
     return [[index] for index in range(len(weights))]
+
+
+def pack_for_cores(
+    sizes: Sequence[int | None], max_partition_bytes: int, parallelism: int
+) -> list[list[int]]:
+    """Group split indexes so that ``parallelism`` cores all get work: the default packing.
+
+    An input of at most ``max_partition_bytes`` per core is spread over
+    ``parallelism`` partitions balanced by size (as ``pack`` does with
+    ``num_partitions``), so that a small read does not run on one core; a larger
+    one is packed consecutively into partitions of at most ``max_partition_bytes``.
+    """
+    weights = [UNKNOWN_SPLIT_BYTES if size is None else size for size in sizes]
+    if not weights:
+        return []
+    if sum(weights) <= max_partition_bytes * parallelism:
+        return _balanced(weights, parallelism)
+    return _consecutive(weights, max_partition_bytes)
 
 
 def _balanced(weights: list[int], num_partitions: int) -> list[list[int]]:

@@ -79,16 +79,17 @@ def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> No
     """
     check_spark_version(spark.version)
     use_this_python(spark)
+    parallelism = spark.sparkContext.defaultParallelism
     for source_class in source_classes:
-        spark.dataSource.register(data_source_for(source_class))
+        spark.dataSource.register(data_source_for(source_class, parallelism))
 
 
-def data_source_for(source_class: type[Source[Any, Any]]) -> type[DataSource]:
-    """The Spark ``DataSource`` class that serves ``source_class``."""
+def data_source_for(source_class: type[Source[Any, Any]], parallelism: int = 1) -> type[DataSource]:
+    """The Spark ``DataSource`` class that serves ``source_class`` on ``parallelism`` cores."""
     return type(
         f"{source_class.__name__}DataSource",
         (SplitSourceDataSource,),
-        {"source_class": source_class, "__module__": __name__},
+        {"source_class": source_class, "parallelism": parallelism, "__module__": __name__},
     )
 
 
@@ -96,6 +97,8 @@ class SplitSourceDataSource(DataSource):
     """Serves one :class:`Source` class; subclassed per source by :func:`data_source_for`."""
 
     source_class: type[Source[Any, Any]]
+    parallelism: int = 1
+    """The registering session's default parallelism, which sizes default partitions."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -117,10 +120,10 @@ class SplitSourceDataSource(DataSource):
                 f"{self.name()} cannot do a bounded read with spark.read; "
                 "read it with spark.readStream instead."
             )
-        return BoundedSourceReader(self.source, schema, self.read_options)
+        return BoundedSourceReader(self.source, schema, self.read_options, self.parallelism)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SplitSourceStreamReader(self.source, schema, self.read_options)
+        return SplitSourceStreamReader(self.source, schema, self.read_options, self.parallelism)
 
 
 class BoundedSourceReader(SplitPartitionReading, DataSourceReader):

@@ -96,8 +96,14 @@ class SplitSourceStreamReader(
 ):
     """``spark.readStream`` of a source; see :mod:`enumerators.coordinator` for the semantics."""
 
-    def __init__(self, source: Source[Any, Any], schema: StructType, options: Options) -> None:
-        super().__init__(source, schema, options)
+    def __init__(
+        self,
+        source: Source[Any, Any],
+        schema: StructType,
+        options: Options,
+        parallelism: int = 1,
+    ) -> None:
+        super().__init__(source, schema, options, parallelism)
         self.limits = admission_limits(options)
         self._coordinator: StreamCoordinator | None = None
 
