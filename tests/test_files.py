@@ -128,10 +128,25 @@ def test_a_path_matching_nothing_is_a_clear_error(spark: SparkSession, tmp_path:
 
 
 def stream(spark: SparkSession, path: Path, schema: Any, **options: Any) -> DataFrame:
-    reader = spark.readStream.format("splitsource.files").option("format", "parquet")
+    reader = (
+        spark.readStream.format("splitsource.files")
+        .option("format", "parquet")
+        .option("stateLocation", str(path.parent / "state"))
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.schema(schema).load(str(path))
+
+
+def test_a_file_stream_without_state_location_fails_at_start(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    df = spark.readStream.format("splitsource.files").option("format", "csv")
+    df = df.schema("id bigint").load(str(tmp_path))
+    with pytest.raises(
+        Exception, match=r"Option 'stateLocation' of splitsource\.files: is required"
+    ):
+        df.writeStream.format("noop").start().awaitTermination(60)
 
 
 def test_files_added_while_streaming_are_read_exactly_once(

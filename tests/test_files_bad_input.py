@@ -170,6 +170,7 @@ def replay_last_batch(
             spark.readStream.format("splitsource.files")
             .option("format", "parquet")
             .option("maxFilesPerTrigger", 1)
+            .option("stateLocation", str(tmp_path / "state"))
             .schema(SCHEMA)
         )
         for key, value in options.items():

@@ -71,6 +71,11 @@ class Source(ABC, Generic[SplitT, StateT]):
     """True if a split's positions count its records (numbers, Kafka offsets), so that
     ``maxRecordsPerTrigger`` can be applied; False for splits read whole (files)."""
 
+    streams_need_state_location: ClassVar[bool] = False
+    """True if the enumerator state of a stream outgrows a Spark offset in normal use
+    (files: the paths already read), so that ``stateLocation`` is required up front
+    rather than when the state first grows too large."""
+
     @classmethod
     def format_name(cls) -> str:
         """The name users pass to ``spark.read.format(...)``."""

@@ -174,6 +174,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
     name = "files"
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
     default_max_partition_bytes = 128 << 20
+    streams_need_state_location = True
     option_aliases: ClassVar = {"maxFilesPerTrigger": "maxSplitsPerTrigger"}
     options: ClassVar = (
         Option("path", _paths, "a file, directory or glob (any fsspec URL); or use load(path)", ()),

@@ -104,6 +104,14 @@ class SplitSourceStreamReader(
         parallelism: int = 1,
     ) -> None:
         super().__init__(source, schema, options, parallelism)
+        if source.streams_need_state_location and options["stateLocation"] is None:
+            raise InvalidOptionError(
+                source.format_name(),
+                "stateLocation",
+                "is required for streaming reads: the source keeps state there that outgrows "
+                "a Spark offset (for files, the paths already read). Give a directory (any "
+                "fsspec URL) that lives as long as the checkpoint, e.g. next to it",
+            )
         self.limits = admission_limits(options)
         self._coordinator: StreamCoordinator | None = None
 

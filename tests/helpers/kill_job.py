@@ -18,7 +18,8 @@ Settings (JSON object):
 - ``trigger``: ``"continuous"`` (``processingTime="0 seconds"``, stops once
   the source has no more data) or ``"availableNow"``.
 - ``goFile`` (optional): stand by until this file exists; it holds the trigger.
-- ``format``: ``"numbers"`` or ``"killonce"`` (see :mod:`helpers.kill_sources`).
+- ``format``: ``"numbers"``, ``"files"`` or ``"killonce"`` (see :mod:`helpers.kill_sources`).
+- ``schema`` (optional): the read schema, as a DDL string.
 - ``master``: the Spark master, ``local[2]`` unless given.
 - ``options``: the source options, as strings.
 """
@@ -57,7 +58,9 @@ def run(settings: dict[str, Any]) -> dict[str, Any]:
     spark = sources.local_session(
         settings.get("master", "local[2]"), "splitsource-kill-job", conf=QUICK_JVM
     )
-    source_classes: list[Any] = [sources.NumberSequenceSource]
+    from sources.files import FileSource
+
+    source_classes: list[Any] = [sources.NumberSequenceSource, FileSource]
     if settings.get("format") == "killonce":
         from pyspark import cloudpickle
 
@@ -77,6 +80,8 @@ def run(settings: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
 
     reader = spark.readStream.format(format_name).options(**options)
+    if "schema" in settings:
+        reader = reader.schema(settings["schema"])
     writer = (
         reader.load()
         .writeStream.format("parquet")
