@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -217,3 +218,34 @@ def test_clean_source_handles_every_committed_file_including_the_last_batch(
     assert list(incoming.iterdir()) == []
     archived = sorted(path.name for path in archive.rglob("*.parquet"))
     assert archived == ([f"f-{i}.parquet" for i in range(5)] if clean == "archive" else [])
+
+
+def test_latest_first_admits_the_newest_files_first_and_max_file_age_ignores_old_ones(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    now = time.time()
+    for i in range(6):  # f-5 is the newest; f-0 is two days older than it
+        path = incoming / f"f-{i}.parquet"
+        pq.write_table(table(i * 100, 100), path)
+        age = 2 * 86400 if i == 0 else (6 - i) * 60
+        os.utime(path, (now - age, now - age))
+    batches: dict[int, list[int]] = {}
+
+    def keep(batch: DataFrame, batch_id: int) -> None:
+        found = sorted({row.id // 100 for row in batch.select("id").collect()})
+        if found:
+            batches[batch_id] = found
+
+    schema = files(spark, "parquet", incoming).schema
+    df = stream(spark, incoming, schema, latestFirst=True, maxFilesPerTrigger=2, maxFileAge="1d")
+    query = (
+        df.writeStream.foreachBatch(keep)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(300)
+
+    assert [batches[key] for key in sorted(batches)] == [[4, 5], [2, 3], [1]]

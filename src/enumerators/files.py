@@ -195,7 +195,9 @@ class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState]):
         return [split for file in files for split in self._cut(file)]
 
     def handle_discovered_splits(self, splits: Sequence[FileSplit]) -> None:
-        horizon = self._horizon()
+        # The newest file decides, as in Spark: also among those just found, so that
+        # the first discovery already ignores files maxFileAge older than the newest.
+        horizon = self._horizon(max((split.modified_ms for split in splits), default=None))
         accepted: set[str] = set()  # the paths of this discovery, each with all its splits
         for split in splits:
             known = split.path in self._seen and split.path not in accepted
@@ -230,10 +232,12 @@ class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState]):
                 self._to_clean.append(path)
         self._to_clean = [path for path in self._to_clean if not self._cleanup(path)]
 
-    def _horizon(self) -> int | None:
-        if self._max_file_age_ms is None or not self._seen:
+    def _horizon(self, newest_found: int | None = None) -> int | None:
+        """Files modified before this are too old: the newest file seen, less maxFileAge."""
+        candidates = [*self._seen.values(), *([] if newest_found is None else [newest_found])]
+        if self._max_file_age_ms is None or not candidates:
             return None
-        return max(self._seen.values()) - self._max_file_age_ms
+        return max(candidates) - self._max_file_age_ms
 
     def _forget_old(self) -> None:
         horizon = self._horizon()

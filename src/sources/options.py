@@ -21,8 +21,8 @@ _REQUIRED: Any = object()
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -82,12 +82,12 @@ class Option:
 
     @classmethod
     def duration(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
-        """A duration in seconds, written as ``30s``, ``500ms``, ``5m``, ``1h`` or bare seconds."""
+        """A duration in seconds: ``500ms``, ``30s``, ``5m``, ``1h``, ``7d`` or bare seconds."""
 
         def parse(text: str) -> float:
             match = _DURATION.match(text)
             if not match:
-                raise ValueError(f"expected a duration such as 500ms, 30s or 5m, got '{text}'")
+                raise ValueError(f"expected a duration such as 500ms, 30s, 5m or 7d, got '{text}'")
             return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "s").lower()]
 
         return cls(name, parse, doc, default)
