@@ -272,3 +272,18 @@ def test_storage_options_reach_the_filesystem_and_never_the_checkpoint(
     for kept in (tmp_path / "checkpoint", tmp_path / "state"):
         for file in kept.rglob("*"):
             assert not file.is_file() or secret.encode() not in file.read_bytes(), file
+
+
+@pytest.mark.parametrize(("quote", "kept"), [('"', "b"), ("", '"b"')])
+def test_permissive_keeps_a_bad_lines_other_values_with_and_without_quoting(
+    tmp_path: Path, quote: str, kept: str
+) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b'1;a\nx;"b"\n')
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    options = FormatOptions("csv", schema, sep=";", quote=quote, mode="PERMISSIVE")
+
+    batches = read_range(LocalFileSystem(), str(path), 0, path.stat().st_size, options)
+
+    rows = pa.Table.from_batches(list(batches), schema=schema).to_pylist()
+    assert rows == [{"id": 1, "name": "a"}, {"id": None, "name": kept}]

@@ -819,11 +819,12 @@ def _field_texts(line: bytes, options: FormatOptions) -> list[bytes]:
         ).to_pylist()[0]
     except (pa.ArrowException, IndexError):
         return [b""] * columns
-    quote = options.quote or '"'
+    quote = options.quote  # without quoting, a token cannot hold a separator anyway
     texts = []
     for token in list(tokens.values())[:columns]:
-        quoted = quote + str(token).replace(quote, quote * 2) + quote + "\n"
-        texts.append(quoted.encode() if token else b"")
+        text = str(token)
+        alone = f"{quote}{text.replace(quote, quote * 2)}{quote}\n" if quote else f"{text}\n"
+        texts.append(alone.encode() if token else b"")
     return texts + [b""] * (columns - len(texts))
 
 
