@@ -38,6 +38,11 @@ class EnumeratorContext:
     boundedness: Boundedness
     """``BOUNDED`` for ``spark.read`` and AvailableNow: the enumerator must reach an end."""
 
+    micro_batches: bool = False
+    """True under ``spark.readStream`` (AvailableNow included): every micro-batch reads an
+    unbounded split only up to ``latest_positions``. False under ``spark.read``, which reads
+    each split to its ``end_position()``, so every split handed out must be bounded."""
+
 
 @dataclass(frozen=True)
 class CompletedCheckpoint:

@@ -207,7 +207,7 @@ class StreamCoordinator:
 
     def _context(self) -> EnumeratorContext:
         mode = Boundedness.BOUNDED if self._available_now else Boundedness.CONTINUOUS_UNBOUNDED
-        return EnumeratorContext(mode)
+        return EnumeratorContext(mode, micro_batches=True)
 
     def _decode(self, offset_json: Mapping[str, Any]) -> StreamOffset:
         return StreamOffset.from_json(offset_json, self._name)

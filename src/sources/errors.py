@@ -13,6 +13,8 @@ __all__ = [
     "CorruptFileError",
     "FileReadError",
     "InvalidOptionError",
+    "KafkaConnectionError",
+    "KafkaDataLossError",
     "MalformedRecordError",
     "MissingFileError",
     "NewerVersionError",
@@ -90,3 +92,12 @@ class CorruptFileError(FileReadError):
 
 class MalformedRecordError(FileReadError):
     """A record (a line) does not parse or fit the schema (``mode``)."""
+
+
+class KafkaConnectionError(SplitSourceError, ConnectionError):
+    """The Kafka brokers cannot be reached, refuse the credentials, or fail a request."""
+
+
+class KafkaDataLossError(SplitSourceError, RuntimeError):
+    """Records that should be read are gone (retention, a deleted topic) or never existed;
+    the message names topic, partition and offsets (``failOnDataLoss``)."""

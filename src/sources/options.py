@@ -39,6 +39,23 @@ class Option:
         """True when the user must give this option."""
         return self.default is _REQUIRED
 
+    @property
+    def is_prefix(self) -> bool:
+        """True for a family of options such as ``kafka.*``, named by a prefix ending in a dot."""
+        return self.name.endswith(".")
+
+    @classmethod
+    def prefixed(cls, prefix: str, doc: str) -> Option:
+        """Every option whose name starts with ``prefix`` (ending in a dot), passed through.
+
+        The parsed value is a dict of the names after the prefix, in lower case, to
+        their string values, such as ``{"bootstrap.servers": "host:9092"}`` for
+        ``kafka.bootstrap.servers``; empty when none is given.
+        """
+        if not prefix.endswith("."):
+            raise ValueError(f"an option prefix ends with a dot, got '{prefix}'")
+        return cls(prefix, str, doc, default=None)
+
     @classmethod
     def string(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
         """A free-form string option."""
@@ -130,9 +147,14 @@ def parse_options(source: str, declared: Iterable[Option], given: Mapping[str, s
     ``source`` names the source in error messages (its format name).
     """
     by_key = {option.name.lower(): option for option in declared}
-    valid = [option.name for option in by_key.values()]
-    values: dict[str, Any] = {}
+    valid = [option.name + ("*" if option.is_prefix else "") for option in by_key.values()]
+    prefixes = [option for option in by_key.values() if option.is_prefix]
+    values: dict[str, Any] = {option.name: {} for option in prefixes}
     for key, text in given.items():
+        family = next((o for o in prefixes if key.lower().startswith(o.name.lower())), None)
+        if family is not None:
+            values[family.name][key[len(family.name) :].lower()] = text
+            continue
         option = by_key.get(key.lower())
         if option is None:
             raise InvalidOptionError(source, key, "unknown option", valid)

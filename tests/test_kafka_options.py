@@ -1,0 +1,197 @@
+"""The Kafka source without a broker: options as Spark names them, offsets specs, serializers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sources.errors import InvalidOptionError
+from sources.kafka import (
+    KafkaEnumeratorState,
+    KafkaEnumeratorStateSerializer,
+    KafkaPartitionSplit,
+    KafkaPartitionSplitSerializer,
+    KafkaSource,
+)
+from sources.serialization import frame, unframe
+
+GOLDEN = Path(__file__).parent / "golden"
+BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "events"}
+
+
+def source(**given: str) -> KafkaSource:
+    options = {**BASE, **given}
+    built, _ = KafkaSource.from_spark_options({k: v for k, v in options.items() if v})
+    return built
+
+
+def error_of(**given: str) -> str:
+    with pytest.raises(InvalidOptionError) as caught:
+        source(**given)
+    return str(caught.value)
+
+
+# --- options ------------------------------------------------------------------
+
+
+def test_kafka_settings_pass_through_and_spark_aliases_apply() -> None:
+    built, framework = KafkaSource.from_spark_options(
+        {**BASE, "kafka.Fetch.Min.Bytes": "10", "maxOffsetsPerTrigger": "500"},
+        extra=_stream_options(),
+    )
+    assert built.config.client()["fetch.min.bytes"] == "10"
+    assert framework["maxRecordsPerTrigger"] == 500
+
+
+def test_bootstrap_servers_are_required() -> None:
+    message = error_of(**{"kafka.bootstrap.servers": ""})
+    assert "kafka.bootstrap.servers" in message and "required" in message
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"subscribe": ""}, "subscribe"),
+        ({"subscribePattern": "e.*"}, "subscribe"),
+        ({"assign": '{"events":[0]}'}, "subscribe"),
+    ],
+)
+def test_exactly_one_topic_selection(given: dict[str, str], named: str) -> None:
+    message = error_of(**given)
+    assert f"Option '{named}'" in message and "exactly one of" in message
+
+
+@pytest.mark.parametrize("setting", ["auto.offset.reset", "enable.auto.commit"])
+def test_settings_owned_by_the_source_are_refused(setting: str) -> None:
+    message = error_of(**{f"kafka.{setting}": "x"})
+    assert f"kafka.{setting}" in message and "not supported" in message
+
+
+def test_malformed_offsets_json_names_the_option() -> None:
+    message = error_of(startingOffsets='{"events": [1]}')
+    assert "startingOffsets" in message and '{"topicA":{"0":23,"1":-2}}' in message
+
+
+def test_ending_offsets_are_refused_for_streams() -> None:
+    with pytest.raises(InvalidOptionError, match=r"endingOffsets.*batch queries"):
+        source(endingOffsets="latest").requests(bounded=False)
+
+
+def test_starting_at_latest_is_refused_for_batch_reads() -> None:
+    with pytest.raises(InvalidOptionError, match=r"startingOffsets.*cannot be latest"):
+        source(startingOffsets="latest").requests(bounded=True)
+
+
+def test_offsets_default_as_in_spark() -> None:
+    stream_start, _ = source().requests(bounded=False)
+    batch_start, batch_end = source().requests(bounded=True)
+    assert stream_start.lookup(("events", 0)) == ("latest", 0)
+    assert batch_start.lookup(("events", 0)) == ("earliest", 0)
+    assert batch_end is not None and batch_end.lookup(("events", 0)) == ("latest", 0)
+
+
+def test_timestamp_options_win_over_offsets_as_in_spark() -> None:
+    built = source(
+        startingOffsets="earliest",
+        startingOffsetsByTimestamp='{"events":{"0":1000}}',
+        startingTimestamp="2000",
+    )
+    start, _ = built.requests(bounded=False)
+    assert start.lookup(("events", 0)) == ("timestamp", 2000)
+
+
+def test_specific_offsets_must_name_every_partition() -> None:
+    start, _ = source(startingOffsets='{"events":{"0":5,"1":-2}}').requests(bounded=False)
+    assert start.lookup(("events", 0)) == ("offset", 5)
+    assert start.lookup(("events", 1)) == ("earliest", 0)
+    with pytest.raises(InvalidOptionError, match="events-2"):
+        start.check_covers("splitsource.kafka", [("events", 0), ("events", 2)])
+
+
+def test_jaas_config_becomes_librdkafka_credentials_and_secrets_stay_hidden() -> None:
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="alice" password="s3cr3t-pw";'
+    )
+    built = source(**{"kafka.sasl.jaas.config": jaas, "kafka.security.protocol": "SASL_PLAINTEXT"})
+    client = built.config.client()
+    assert (client["sasl.username"], client["sasl.password"]) == ("alice", "s3cr3t-pw")
+    assert client["sasl.mechanism"] == "PLAIN"
+    assert "s3cr3t-pw" not in repr(built.config) + repr(built.settings)
+
+
+def test_commit_offsets_needs_a_group() -> None:
+    assert "kafka.group.id" in error_of(commitOffsets="true")
+
+
+def _stream_options() -> Any:
+    from sources.streaming import STREAM_OPTIONS
+
+    return STREAM_OPTIONS
+
+
+# --- serializers ----------------------------------------------------------------
+
+topics = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=40)
+offsets = st.integers(0, (1 << 63) - 1)
+kafka_splits = st.builds(
+    KafkaPartitionSplit,
+    topic=topics,
+    partition=st.integers(0, (1 << 31) - 1),
+    start=offsets,
+    end=st.none() | offsets,
+)
+kafka_states = st.builds(
+    KafkaEnumeratorState,
+    initialized=st.booleans(),
+    known=st.frozensets(st.tuples(topics, st.integers(0, 5000)), max_size=50),
+    pending=st.lists(kafka_splits, max_size=10).map(tuple),
+)
+
+
+@settings(max_examples=200)
+@given(split=kafka_splits)
+def test_any_kafka_split_survives_frame_and_unframe(split: KafkaPartitionSplit) -> None:
+    serializer = KafkaPartitionSplitSerializer()
+    assert unframe(serializer, frame(serializer, split), "a split") == split
+
+
+@settings(max_examples=100)
+@given(state=kafka_states)
+def test_any_kafka_enumerator_state_survives_frame_and_unframe(
+    state: KafkaEnumeratorState,
+) -> None:
+    serializer = KafkaEnumeratorStateSerializer()
+    assert unframe(serializer, frame(serializer, state), "a state") == state
+
+
+def test_known_partitions_are_stored_as_runs() -> None:
+    state = KafkaEnumeratorState(True, frozenset(("t", p) for p in range(1000)))
+    assert len(KafkaEnumeratorStateSerializer().serialize(state)) < 80
+
+
+GOLDEN_SPLIT = KafkaPartitionSplit("orders.v2-eu", 11, 1_234_567, None)
+GOLDEN_STATE = KafkaEnumeratorState(
+    True,
+    frozenset({("a", 0), ("a", 1), ("a", 2), ("a", 5), ("b-1", 0)}),
+    (KafkaPartitionSplit("b-1", 0, 0, None), KafkaPartitionSplit("a", 5, 42, 100)),
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "serializer", "value"),
+    [
+        ("kafka_split_v1.bin", KafkaPartitionSplitSerializer(), GOLDEN_SPLIT),
+        ("kafka_state_v1.bin", KafkaEnumeratorStateSerializer(), GOLDEN_STATE),
+    ],
+)
+def test_kafka_golden_files_still_read_and_write_the_same(
+    name: str, serializer: Any, value: Any
+) -> None:
+    data = (GOLDEN / name).read_bytes()
+    assert unframe(serializer, data, name) == value
+    assert frame(serializer, value) == data
