@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections import deque
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -172,7 +173,8 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         self, split: KafkaPartitionSplit, messages: list[Message], offsets: np.ndarray
     ) -> pa.RecordBatch:
         count = len(messages)
-        stamps = np.array(list(map(Message.timestamp, messages)), dtype=np.int64).reshape(count, 2)
+        pairs = chain.from_iterable(map(Message.timestamp, messages))
+        stamps = np.fromiter(pairs, np.int64, 2 * count).reshape(count, 2)
         topic = split.topic.encode()
         columns: dict[str, pa.Array] = {
             "key": pa.array(list(map(Message.key, messages)), pa.binary()),

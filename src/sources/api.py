@@ -127,6 +127,17 @@ class Source(ABC, Generic[SplitT, StateT]):
     ) -> SplitEnumerator[SplitT, StateT]:
         """An enumerator that continues from ``state`` taken by ``snapshot_state``. Driver only."""
 
+    def refine_plan(self, splits: Sequence[SplitT]) -> Sequence[SplitT]:
+        """The splits of one read or micro-batch as they will be read. Driver only.
+
+        Called with the bounded splits (or split ranges) a read was planned with,
+        just before they are packed into Spark partitions; a source may cut large
+        ranges into several for parallelism, as long as together they read the same
+        records. Each returned split becomes its own task unless the partitioning
+        options pack them. The default returns ``splits`` unchanged.
+        """
+        return splits
+
     @abstractmethod
     def create_reader(self, schema: pa.Schema) -> SplitReader[SplitT]:
         """A split reader for one Spark task that produces ``schema``. Executor only.

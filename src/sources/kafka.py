@@ -17,10 +17,11 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
@@ -257,7 +258,9 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         Option.integer(
             "fetchOffset.retryIntervalMs", "wait between offset query retries", 10, minimum=0
         ),
-        Option.integer("minPartitions", "split large offset ranges into this many tasks", None),
+        Option.integer(
+            "minPartitions", "at least this many tasks: large offset ranges are cut", None, 1
+        ),
         Option.string(
             "groupIdPrefix", "consumer group id prefix for the readers", "spark-kafka-source"
         ),
@@ -301,6 +304,21 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         start = starting_request(name, self.settings, bounded)
         end = ending_request(name, self.settings, bounded)
         return start, end if bounded else None
+
+    def refine_plan(self, splits: Sequence[KafkaPartitionSplit]) -> list[KafkaPartitionSplit]:
+        """With ``minPartitions``, cut the ranges into about that many, each in proportion
+        to its share of the offsets, so that a few large partitions use many tasks."""
+        wanted = self.settings["minPartitions"]
+        sizes = [(split.end or split.start) - split.start for split in splits]
+        total = sum(sizes)
+        if wanted is None or len(splits) >= wanted or total <= 0:
+            return list(splits)
+        refined = []
+        for split, size in zip(splits, sizes, strict=True):
+            parts = max(1, min(size, -(-size * wanted // total)))
+            bounds = [split.start + size * i // parts for i in range(parts + 1)]
+            refined += [split.with_range(a, b) for a, b in itertools.pairwise(bounds)]
+        return refined
 
     def create_enumerator(self, context: EnumeratorContext) -> KafkaEnumerator:
         return self.restore_enumerator(context, KafkaEnumeratorState())

@@ -58,7 +58,8 @@ class SplitPartitionReading:
         self.parallelism = parallelism
 
     def partitions_of(self, splits: Sequence[SourceSplit]) -> list[SplitPartition]:
-        """Pack ``splits`` into partitions as the partitioning options say."""
+        """Pack ``splits``, as the source refines them, into partitions as the options say."""
+        splits = self.source.refine_plan(splits)
         serializer = self.source.split_serializer()
         num_partitions = self.options["numPartitions"]
         max_bytes = self.options["maxPartitionBytes"]
@@ -75,7 +76,8 @@ class SplitPartitionReading:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read every split of ``partition`` as Arrow batches of the declared schema."""
-        assert isinstance(partition, SplitPartition)
+        if not isinstance(partition, SplitPartition):
+            return  # Spark reads a plan of no partitions as one InputPartition(None)
         serializer = self.source.split_serializer()
         what = f"a split of {self.source.format_name()} in partition {partition.index}"
         splits = [unframe(serializer, data, what) for data in partition.splits]
