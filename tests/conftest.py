@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from helpers.kafka_broker import KafkaBroker
+    from helpers.kafka_queries import Stream
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
@@ -32,3 +35,31 @@ def spark() -> Iterator[SparkSession]:
     sources.register(session, sources.NumberSequenceSource)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_spark(spark: SparkSession) -> SparkSession:
+    """The test session with splitsource.kafka registered."""
+    import sources
+    from sources.kafka import KafkaSource
+
+    sources.register(spark, KafkaSource)
+    return spark
+
+
+@pytest.fixture
+def stream(
+    kafka_spark: SparkSession, kafka_broker: KafkaBroker, tmp_path: Path
+) -> Iterator[Callable[..., Stream]]:
+    """Makes :class:`helpers.kafka_queries.Stream` s; stops their queries at the end."""
+    from helpers.kafka_queries import Stream
+
+    made: list[Stream] = []
+
+    def make(**options: str) -> Stream:
+        made.append(Stream(kafka_spark, kafka_broker, tmp_path / f"s{len(made)}", **options))
+        return made[-1]
+
+    yield make
+    for query in kafka_spark.streams.active:
+        query.stop()

@@ -240,33 +240,48 @@ class KafkaAdmin:
             futures = self._client.list_offsets(
                 specs, isolation_level=self._isolation, request_timeout=_REQUEST_TIMEOUT
             )
-            found = {}
+            found, unknown = {}, []
             for tp, future in futures.items():
                 try:
                     found[(tp.topic, tp.partition)] = future.result().offset
                 except KafkaException as error:
-                    if not (missing_ok and _is_unknown_partition(error)):
+                    if not _is_unknown_partition(error):
                         raise
-                    log.warning(
-                        "%s: %s-%s no longer exists (topic deleted?); failOnDataLoss=false, "
-                        "so it is no longer read",
-                        self._source.format_name(),
-                        tp.topic,
-                        tp.partition,
-                    )
+                    unknown.append((tp.topic, tp.partition))
+            if unknown:
+                self._confirm_gone(unknown, missing_ok)
             return found
 
-        try:
-            return self._call("look up offsets", query)
-        except KafkaConnectionError as error:
-            cause = error.__cause__
-            if isinstance(cause, KafkaException) and _is_unknown_partition(cause):
-                raise KafkaDataLossError(
-                    f"{self._source.format_name()}: a partition of "
-                    f"{_names_of(list(lookups))} no longer exists (topic deleted?), so offsets "
-                    "may be lost. Set failOnDataLoss=false to go on without it."
-                ) from None
-            raise
+        return self._call("look up offsets", query)
+
+    def _confirm_gone(self, unknown: Sequence[TopicPartition], missing_ok: bool) -> None:
+        """Fail, or warn, for partitions that the cluster's metadata no longer lists.
+
+        A broker that has just restarted may answer "unknown partition" for a partition
+        that exists; that case is retried instead, like any other transient error.
+        """
+        metadata = self._client.list_topics(timeout=_REQUEST_TIMEOUT)
+        topics = metadata.topics
+        listed = [
+            (t, p)
+            for t, p in unknown
+            if t in topics and topics[t].error is None and p in topics[t].partitions
+        ]
+        if listed:
+            raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, "metadata not ready"))
+        names = ", ".join(f"{t}-{p}" for t, p in unknown)
+        if not missing_ok:
+            raise KafkaDataLossError(
+                f"{self._source.format_name()}: {names} no longer exists (was the topic "
+                "deleted?), so its unread records are lost. Set failOnDataLoss=false to go "
+                "on without it."
+            )
+        log.warning(
+            "%s: %s no longer exists (topic deleted?); failOnDataLoss=false, so it is no "
+            "longer read",
+            self._source.format_name(),
+            names,
+        )
 
     def _call(self, what: str, action: Callable[[], T]) -> T:
         settings = self._source.settings
@@ -343,9 +358,5 @@ def _is_unknown_partition(error: KafkaException) -> bool:
 
 
 def _names(splits: Sequence[KafkaPartitionSplit]) -> str:
-    return _names_of([split.topic_partition for split in splits])
-
-
-def _names_of(partitions: Sequence[TopicPartition]) -> str:
-    shown = ", ".join(f"{t}-{p}" for t, p in partitions[:10])
-    return shown + (f" and {len(partitions) - 10} more" if len(partitions) > 10 else "")
+    shown = ", ".join(split.split_id for split in splits[:10])
+    return shown + (f" and {len(splits) - 10} more" if len(splits) > 10 else "")
