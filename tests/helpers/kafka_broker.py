@@ -319,6 +319,9 @@ class KafkaBroker:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
+            # A killed broker re-registers once its old session expires (default 9 s).
+            "broker.session.timeout.ms": "4000",
+            "broker.heartbeat.interval.ms": "500",
             "log.initial.task.delay.ms": "1000",
             "log.retention.check.interval.ms": "1000",
             "file.delete.delay.ms": "1000",
