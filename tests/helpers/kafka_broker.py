@@ -58,6 +58,9 @@ logger.state.level = WARN
 """
 
 
+_FILL_QUEUE = 1_000_000
+_FILL_CHUNK = 50_000
+
 _STARTED: weakref.WeakSet[KafkaBroker] = weakref.WeakSet()
 
 
@@ -253,7 +256,8 @@ class KafkaBroker:
         """Append ``records`` values of ``value_size`` bytes round-robin over the first
         ``partitions`` partitions (default: all), as fast as possible, for benchmarks.
 
-        Value ``i`` starts with ``i`` in decimal and is padded with ``x``.
+        Value ``i`` is ``i`` in decimal padded with ``x``, at offset ``i // partitions``
+        of partition ``i % partitions`` (of an empty topic).
         """
         count = partitions or self._partition_count(topic)
         config = self._producer_config()
@@ -262,21 +266,26 @@ class KafkaBroker:
                 "linger.ms": 50,
                 "batch.size": 4_000_000,
                 "batch.num.messages": 100_000,
-                "queue.buffering.max.messages": 2_000_000,
+                "queue.buffering.max.messages": _FILL_QUEUE,
                 "queue.buffering.max.kbytes": 2_000_000,
             }
         )
         producer, errors = _producer(config)
         pad = b"x" * value_size
-        produce = producer.produce
-        for index in range(records):
-            value = (str(index).encode() + pad)[:value_size]
-            while True:
-                try:
-                    produce(topic, value, partition=index % count)
-                    break
-                except BufferError:
+        step = _FILL_CHUNK * count
+        for start in range(0, records, step):
+            end = min(start + step, records)
+            for partition in range(count):
+                batch = [
+                    {"value": (b"%d" % index + pad)[:value_size]}
+                    for index in range(start + partition, end, count)
+                ]
+                while len(producer) > _FILL_QUEUE - len(batch):
                     producer.poll(0.05)
+                if producer.produce_batch(topic, batch, partition=partition) != len(batch):
+                    failed = next(message["_error"] for message in batch if "_error" in message)
+                    raise KafkaBrokerError(f"Could not queue records for {topic}: {failed}")
+            producer.poll(0)
         _flush(producer, errors, topic)
 
     # Internals ------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def fetch_jars(pom: Path) -> list[Path]:
 
 
 def kafka_broker_jars() -> list[Path]:
-    """Apache Kafka 4.3.1 (broker in KRaft mode, tools) and its dependencies."""
+    """Apache Kafka 4.3.1 (the broker, KRaft mode) and its dependencies."""
     return fetch_jars(POMS / "kafka-broker.xml")
 
 
