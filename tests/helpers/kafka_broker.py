@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import base64
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -371,6 +372,9 @@ class KafkaBroker:
             )
 
     def _wait_until_ready(self) -> None:
+        """Wait until this broker (its cluster id, not another process on the port) serves."""
+        meta = (self.directory / "data" / "meta.properties").read_text()
+        cluster_id = re.search(r"^cluster\.id=(.+)$", meta, re.MULTILINE)
         deadline = time.monotonic() + self.start_timeout
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         while time.monotonic() < deadline:
@@ -380,7 +384,8 @@ class KafkaBroker:
                     f"{self._log_tail()}"
                 )
             try:
-                if admin.list_topics(timeout=2).brokers:
+                metadata = admin.list_topics(timeout=2)
+                if metadata.brokers and cluster_id and metadata.cluster_id == cluster_id[1]:
                     return
             except KafkaException:
                 pass

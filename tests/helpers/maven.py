@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -72,6 +73,7 @@ def _copy_dependencies(pom: Path, target: Path) -> None:
         mvn,
         "-q",
         "-B",
+        "-U",  # retry downloads that failed before instead of trusting the cached failure
         "--no-transfer-progress",
         "-Dstyle.color=never",
         f"-Dmaven.repo.local={CACHE / 'maven-repo'}",
@@ -93,7 +95,8 @@ def _copy_dependencies(pom: Path, target: Path) -> None:
         raise MavenError(f"Maven did not finish within 900 s: {' '.join(command)}") from error
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        tail = "\n".join((result.stdout + result.stderr).splitlines()[-30:])
+        output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
+        tail = "\n".join(output.splitlines()[-30:])
         raise MavenError(
             f"Maven failed (exit {result.returncode}) to fetch the jars of {pom.name}:\n"
             f"  {' '.join(command)}\n{tail}"
