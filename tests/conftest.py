@@ -1,10 +1,13 @@
-"""Shared fixtures: a real local Spark session (loopback only, this interpreter for workers)."""
+"""Shared fixtures: a real local Spark session (loopback only, this interpreter for workers)
+and a real Kafka broker with topics, started only for the tests that ask for them."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,17 +27,73 @@ if TYPE_CHECKING:
     from helpers.kafka_broker import KafkaBroker
     from helpers.kafka_queries import Stream
 
+_TOPIC_NUMBERS = itertools.count()
+
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """One local[2] session for the whole run, with the packaged sources registered."""
+def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
+    """One local[2] session for the whole run, with the packaged sources registered.
+
+    Spark takes jars only when a session starts, and a process has one session: when
+    any collected test uses ``spark_kafka``, this session starts with Spark's Kafka
+    source jars (fetched by Maven on first use). Other runs stay free of Maven; the
+    jars themselves add no measurable start-up time (about 10 s either way here).
+    """
     import sources
     from sources.session import local_session
 
-    session = local_session("local[2]", "splitsource-tests")
+    conf = {}
+    if any("spark_kafka" in item.fixturenames for item in request.session.items):
+        from helpers.maven import spark_kafka_jars
+
+        conf["spark.jars"] = ",".join(str(jar) for jar in spark_kafka_jars())
+    session = local_session("local[2]", "splitsource-tests", conf)
     sources.register(session, sources.NumberSequenceSource)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_kafka(spark: SparkSession) -> SparkSession:
+    """The ``spark`` session, in which Spark's built-in ``format("kafka")`` works."""
+    if "spark-sql-kafka" not in spark.conf.get("spark.jars", ""):
+        pytest.fail(
+            "The Spark session started without Spark's Kafka jars: request the spark_kafka "
+            "fixture as a test argument (not through getfixturevalue) so that it is seen "
+            "at collection."
+        )
+    return spark
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A real Kafka broker for the whole run, started when a test first asks for it.
+
+    A test that stops or kills it must start it again (``restart()``) before it ends.
+    """
+    from helpers.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def topic(kafka_broker: KafkaBroker, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Make a topic with a name unique to this run: ``topic(partitions=1, config=None,
+    create=True)`` returns its name, named after the test."""
+    stem = re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name)[:150]
+
+    def make(
+        partitions: int = 1, config: Mapping[str, str] | None = None, create: bool = True
+    ) -> str:
+        name = f"{stem}-{next(_TOPIC_NUMBERS)}"
+        if create:
+            kafka_broker.create_topic(name, partitions, config)
+        return name
+
+    return make
 
 
 @pytest.fixture(scope="session")

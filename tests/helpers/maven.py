@@ -1,0 +1,108 @@
+"""Jars from Maven Central for tests and benchmarks, fetched once and cached.
+
+Each jar set is described by a small pom in ``tests/helpers/maven/``. Its jars are
+copied by ``mvn dependency:copy-dependencies`` into
+``~/.cache/splitsource/jars/<pom>-<hash of the pom>/``, so a changed pom fetches
+again and an unchanged one costs nothing. Maven's own repository lives in
+``~/.cache/splitsource/maven-repo``: deleting ``~/.cache/splitsource`` starts clean.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+__all__ = ["CACHE", "MavenError", "fetch_jars", "kafka_broker_jars", "spark_kafka_jars"]
+
+POMS = Path(__file__).parent / "maven"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "splitsource"
+_COMPLETE = ".complete"
+
+
+class MavenError(RuntimeError):
+    """Maven is missing or could not fetch a jar set."""
+
+
+def fetch_jars(pom: Path) -> list[Path]:
+    """The jars of ``pom``'s dependencies (transitively), fetched on first use."""
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+    target = CACHE / "jars" / f"{pom.stem}-{digest}"
+    if not (target / _COMPLETE).exists():
+        _copy_dependencies(pom, target)
+    return sorted(target.glob("*.jar"))
+
+
+def kafka_broker_jars() -> list[Path]:
+    """Apache Kafka 4.3.1 (the broker, KRaft mode) and its dependencies."""
+    return fetch_jars(POMS / "kafka-broker.xml")
+
+
+def spark_kafka_jars() -> list[Path]:
+    """Spark's built-in Kafka source (spark-sql-kafka-0-10 4.2.0) for this pyspark.
+
+    Dependencies that pyspark already ships (Scala, Hadoop, lz4, snappy, ...) are
+    left out, so that pyspark's own versions are the only ones on the classpath.
+    """
+    import pyspark
+
+    shipped = {_artifact(jar) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    jars = fetch_jars(POMS / "spark-sql-kafka.xml")
+    return [jar for jar in jars if _artifact(jar) not in shipped]
+
+
+def _artifact(jar: Path) -> str:
+    """``kafka-clients`` for ``kafka-clients-3.9.2.jar``."""
+    return jar.stem.rsplit("-", 1)[0]
+
+
+def _copy_dependencies(pom: Path, target: Path) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise MavenError(
+            f"The Kafka tests fetch jars from Maven Central with Maven ('mvn'), which is not "
+            f"on PATH. Install it (e.g. apt-get install maven) to fetch {pom.name}."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    command = [
+        mvn,
+        "-q",
+        "-B",
+        "-U",  # retry downloads that failed before instead of trusting the cached failure
+        "--no-transfer-progress",
+        "-Dstyle.color=never",
+        f"-Dmaven.repo.local={CACHE / 'maven-repo'}",
+        "-f",
+        str(pom),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={staging}",
+    ]
+    try:
+        result = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except subprocess.TimeoutExpired as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise MavenError(f"Maven did not finish within 900 s: {' '.join(command)}") from error
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
+        tail = "\n".join(output.splitlines()[-30:])
+        raise MavenError(
+            f"Maven failed (exit {result.returncode}) to fetch the jars of {pom.name}:\n"
+            f"  {' '.join(command)}\n{tail}"
+        )
+    (staging / _COMPLETE).touch()
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished the same fetch first
+        shutil.rmtree(staging, ignore_errors=True)
