@@ -165,6 +165,25 @@ def test_topics_grow_and_go(kafka_broker: KafkaBroker, topic: Callable[..., str]
     assert name not in kafka_broker.admin().list_topics(timeout=10).topics
 
 
+def test_retention_deletes_small_segments_within_seconds(
+    kafka_broker: KafkaBroker, topic: Callable[..., str]
+) -> None:
+    name = topic(config={"internal.segment.bytes": "1024", "retention.ms": "1000"})
+    for _ in range(5):
+        kafka_broker.produce(name, [b"x" * 300] * 2)  # one batch each, under a segment
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "unused"})
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            low, high = consumer.get_watermark_offsets(TopicPartition(name, 0), timeout=10)
+            if low > 0:
+                break
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+    assert 0 < low <= high == 10
+
+
 def test_spark_reads_a_topic_with_its_builtin_kafka_source(
     spark_kafka: Any, kafka_broker: KafkaBroker, topic: Callable[..., str]
 ) -> None:

@@ -4,7 +4,8 @@ The broker runs Apache Kafka's jars from Maven Central (see :mod:`helpers.maven`
 with the ``java`` on ``PATH``. It listens on free loopback ports: PLAINTEXT, a
 SASL_PLAINTEXT listener with PLAIN for user :data:`SASL_USERNAME`, and its own
 controller. Everything it owns (data, ``server.properties``, ``broker.log``)
-lives in the directory it is given; ``restart()`` keeps ports and data.
+lives in the directory it is given; ``restart()`` keeps ports and data. A broker
+still running when its Python process exits is killed then.
 
 Example (a benchmark)::
 
@@ -46,14 +47,12 @@ keyword arguments of ``confluent_kafka.Producer.produce`` (``value``, ``key``,
 ``headers``, ``timestamp``, ``partition``)."""
 
 _LOG4J = """\
-appender.file.type = Console
-appender.file.name = out
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = INFO
 rootLogger.appenderRef.out.ref = out
-logger.kafka.name = kafka
-logger.kafka.level = INFO
 logger.state.name = state.change.logger
 logger.state.level = WARN
 """
@@ -194,7 +193,12 @@ class KafkaBroker:
     def create_topic(
         self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
     ) -> None:
-        """Create ``name`` and wait until every partition has a leader."""
+        """Create ``name`` and wait until every partition has a leader.
+
+        ``segment.bytes`` must be at least 1 MiB; for smaller segments (retention tests)
+        use Kafka's test-only ``internal.segment.bytes``, which rejects a produced batch
+        larger than a segment.
+        """
         topic = NewTopic(name, partitions, replication_factor=1, config=dict(config or {}))
         self._await(self.admin().create_topics([topic]), f"create topic {name}")
         self._wait_for_partitions(name, partitions)
