@@ -40,6 +40,28 @@ T = TypeVar("T")
 
 _EARLIEST = OffsetRequest("new partitions", default="earliest")
 _RETRY_DEADLINE = 60.0
+_TRANSIENT = frozenset(
+    {
+        # What a broker restart or a leader change looks like; Kafka's Java client retries these.
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.KAFKA_STORAGE_ERROR,
+        KafkaError._NOENT,  # "no leaders found" while a restarted broker elects them
+    }
+)
 _REQUEST_TIMEOUT = 30.0
 
 
@@ -338,14 +360,7 @@ def _retriable(error: KafkaException) -> bool:
         KafkaError.SASL_AUTHENTICATION_FAILED,
     ):
         return False
-    return bool(cause.retriable()) or cause.code() in (
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._TIMED_OUT,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.REQUEST_TIMED_OUT,
-    )
+    return bool(cause.retriable()) or cause.code() in _TRANSIENT
 
 
 def _is_unknown_partition(error: KafkaException) -> bool:
