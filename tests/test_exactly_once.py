@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +43,11 @@ class Workload:
     kills: int
     min_mid_batch: int
     schema: str | None = None
-    empty_batches: int = 0
-    """How many micro-batches may read nothing (a first one before discovery has run)."""
+    extra_batches: int = 0
+    """How many micro-batches more than ``batches`` the runs may take: an empty first one
+    before discovery has run, short ones while records are still arriving."""
+    select: tuple[str, ...] = ()
+    """SQL expressions that turn the read into one ``value BIGINT`` column, if needed."""
 
     def feed(self, directory: Path, run: int) -> None:
         """Before run ``run``: give the source what it should find by then (files only)."""
@@ -68,6 +71,24 @@ class FileWorkload(Workload):
             staged.rename(path)  # appear whole, as a writer that renames into place
 
 
+@dataclass(frozen=True)
+class KafkaWorkload(Workload):
+    """Numbers as Kafka records in four partitions: half there at the start, more after each
+    kill. ``broker`` and ``topic`` are set by the test."""
+
+    broker: Any = None
+    topic: str = ""
+
+    def feed(self, directory: Path, run: int) -> None:
+        total = self.last + 1
+        upto = min(total, total // 2 + run * (total // 2 // self.kills + 1))
+        produced = directory / "produced"
+        start = int(produced.read_text()) if produced.exists() else 0
+        if upto > start:
+            self.broker.produce(self.topic, [str(n) for n in range(start, upto)])
+            produced.write_text(str(upto))
+
+
 FILE_ROWS = 2_500
 NUMBERS = Workload(
     "numbers",
@@ -85,7 +106,18 @@ FILES = FileWorkload(
     kills=5,
     min_mid_batch=1,
     schema="value bigint",
-    empty_batches=1,
+    extra_batches=1,
+)
+
+KAFKA = KafkaWorkload(
+    "kafka",
+    {"startingOffsets": "earliest", "maxOffsetsPerTrigger": 5_000, "discoveryInterval": "1s"},
+    last=149_999,
+    batches=30,  # of 5,000 records
+    kills=5,
+    min_mid_batch=1,
+    extra_batches=7,  # each run may end on a short batch, and the first one may be empty
+    select=("CAST(CAST(value AS STRING) AS BIGINT) AS value",),
 )
 
 PROGRESS_TIMEOUT = 180.0
@@ -284,7 +316,7 @@ class KillPoint:
 
 
 @pytest.mark.timeout(1200)  # about 4 minutes alone on two cores; far more when they are busy
-@pytest.mark.parametrize("workload", [NUMBERS, FILES], ids=lambda w: w.format)
+@pytest.mark.parametrize("workload", [NUMBERS, FILES, KAFKA], ids=lambda w: w.format)
 def test_driver_sigkill_at_random_moments_loses_and_duplicates_nothing(
     tmp_path: Path, jobs: list[Job], request: pytest.FixtureRequest, workload: Workload
 ) -> None:
@@ -301,6 +333,12 @@ def test_driver_sigkill_at_random_moments_loses_and_duplicates_nothing(
     options = dict(workload.options)
     if isinstance(workload, FileWorkload):
         options.update(path=str(incoming), stateLocation=str(tmp_path / "state"))
+    if isinstance(workload, KafkaWorkload):
+        broker = request.getfixturevalue("kafka_broker")
+        topic = f"exactly-once-{tmp_path.name}"
+        broker.create_topic(topic, 4)
+        workload = replace(workload, broker=broker, topic=topic)
+        options.update(subscribe=topic, **{"kafka.bootstrap.servers": broker.bootstrap})
     settings: dict[str, Any] = {
         "checkpoint": str(checkpoint),
         "output": str(output),
@@ -309,6 +347,8 @@ def test_driver_sigkill_at_random_moments_loses_and_duplicates_nothing(
     }
     if workload.schema:
         settings["schema"] = workload.schema
+    if workload.select:
+        settings["select"] = list(workload.select)
     offsets, commits = checkpoint / "offsets", checkpoint / "commits"
     sink = output / "_spark_metadata"
     kill_points: list[KillPoint] = []
@@ -361,14 +401,15 @@ def test_driver_sigkill_at_random_moments_loses_and_duplicates_nothing(
     # logged in offsets/ but not committed, which the restart re-plans from its
     # logged offsets and must read identically.
     assert mid_batch >= workload.min_mid_batch, summary
-    most = workload.batches - 1 + workload.empty_batches
+    most = workload.batches - 1 + workload.extra_batches
     assert workload.batches - 1 <= last_batch(commits) <= most, "replays must not add batches"
 
     assert_every_number_once(request.getfixturevalue("spark"), output, workload.last)
 
 
+@pytest.mark.parametrize("format_name", ["killonce", "killoncekafka"])
 def test_python_worker_killed_mid_read_is_retried_exactly_once(
-    tmp_path: Path, jobs: list[Job], request: pytest.FixtureRequest
+    tmp_path: Path, jobs: list[Job], request: pytest.FixtureRequest, format_name: str
 ) -> None:
     """A reader SIGKILLs its Python worker after handing Spark part of its range.
 
@@ -377,20 +418,26 @@ def test_python_worker_killed_mid_read_is_retried_exactly_once(
     """
     last = 399_999
     marker = tmp_path / "killed"
-    settings = {
+    # Two micro-batches, each two tasks of 100,000 records: two fetches and more.
+    options: dict[str, Any] = {"maxRecordsPerTrigger": 200_000, "killMarker": str(marker)}
+    settings: dict[str, Any] = {
         "checkpoint": str(tmp_path / "checkpoint"),
         "output": str(tmp_path / "output"),
-        "format": "killonce",
+        "format": format_name,
         "master": "local[2,4]",  # up to 4 attempts per task
         "trigger": "availableNow",
-        # Two micro-batches, each two tasks of 100,000 numbers: two fetches and more.
-        "options": {
-            "to": last,
-            "splits": 2,
-            "maxRecordsPerTrigger": 200_000,
-            "killMarker": str(marker),
-        },
+        "options": options,
     }
+    if format_name == "killonce":
+        options.update(to=last, splits=2)
+    else:
+        broker = request.getfixturevalue("kafka_broker")
+        topic = f"worker-kill-{tmp_path.name}"
+        broker.create_topic(topic, 2)
+        broker.produce(topic, [str(n) for n in range(last + 1)])
+        options.update(subscribe=topic, startingOffsets="earliest")
+        options["kafka.bootstrap.servers"] = broker.bootstrap
+        settings["select"] = ["CAST(CAST(value AS STRING) AS BIGINT) AS value"]
     job = Job.start(settings, tmp_path / "job.log")
     jobs.append(job)
     assert job.wait(FINAL_TIMEOUT) == 0, job.tail()

@@ -362,8 +362,7 @@ class KafkaBroker:
             "format",
             "--config",
             str(properties),
-            "--cluster-id",
-            cluster_id,
+            f"--cluster-id={cluster_id}",  # an id may start with "-"
         ]
         result = subprocess.run(
             command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120

@@ -18,8 +18,10 @@ Settings (JSON object):
 - ``trigger``: ``"continuous"`` (``processingTime="0 seconds"``, stops once
   the source has no more data) or ``"availableNow"``.
 - ``goFile`` (optional): stand by until this file exists; it holds the trigger.
-- ``format``: ``"numbers"``, ``"files"`` or ``"killonce"`` (see :mod:`helpers.kill_sources`).
+- ``format``: ``"numbers"``, ``"files"``, ``"kafka"``, ``"killonce"`` or
+  ``"killoncekafka"`` (see :mod:`helpers.kill_sources`).
 - ``schema`` (optional): the read schema, as a DDL string.
+- ``select`` (optional): SQL expressions applied to the read (``selectExpr``).
 - ``master``: the Spark master, ``local[2]`` unless given.
 - ``options``: the source options, as strings.
 """
@@ -59,17 +61,18 @@ def run(settings: dict[str, Any]) -> dict[str, Any]:
         settings.get("master", "local[2]"), "splitsource-kill-job", conf=QUICK_JVM
     )
     from sources.files import FileSource
+    from sources.kafka import KafkaSource
 
-    source_classes: list[Any] = [sources.NumberSequenceSource, FileSource]
-    if settings.get("format") == "killonce":
+    source_classes: list[Any] = [sources.NumberSequenceSource, FileSource, KafkaSource]
+    if settings.get("format", "").startswith("killonce"):
         from pyspark import cloudpickle
 
         import helpers.kill_sources
-        from helpers.kill_sources import KillOnceSource
+        from helpers.kill_sources import KillOnceKafkaSource, KillOnceSource
 
         # Ship the test source by value: workers need not import the tests directory.
         cloudpickle.register_pickle_by_value(helpers.kill_sources)
-        source_classes.append(KillOnceSource)
+        source_classes += [KillOnceSource, KillOnceKafkaSource]
     sources.register(spark, *source_classes)
 
     format_name = f"splitsource.{settings.get('format', 'numbers')}"
@@ -82,9 +85,11 @@ def run(settings: dict[str, Any]) -> dict[str, Any]:
     reader = spark.readStream.format(format_name).options(**options)
     if "schema" in settings:
         reader = reader.schema(settings["schema"])
+    frame = reader.load()
+    if "select" in settings:
+        frame = frame.selectExpr(*settings["select"])
     writer = (
-        reader.load()
-        .writeStream.format("parquet")
+        frame.writeStream.format("parquet")
         .option("path", settings["output"])
         .option("checkpointLocation", settings["checkpoint"])
     )

@@ -1,10 +1,11 @@
-"""A number sequence whose reader kills its own Python worker once, in the middle of a read.
+"""Sources whose reader kills its own Python worker once, in the middle of a read.
 
-``splitsource.killonce`` reads like ``splitsource.numbers``, with one more
+``splitsource.killonce`` reads like ``splitsource.numbers`` and
+``splitsource.killoncekafka`` like ``splitsource.kafka``, each with one more
 option, ``killMarker`` (a file path). The first split reader to reach its
 second fetch while the marker file does not exist creates it and SIGKILLs the
 Python worker it runs in. Spark must retry the task, and the retry must read
-exactly the same range, so the sink still holds every number exactly once.
+exactly the same range, so the sink still holds every record exactly once.
 """
 
 from __future__ import annotations
@@ -12,36 +13,53 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from readers import RecordsBySplit
+from readers import RecordsBySplit, SplitReader, SplitsAddition
 from readers.numbers import NumberSequenceSplitReader
 from sources import Option, Options
+from sources.kafka import KafkaSource
 from sources.numbers import NumberSequenceSource
 
 KILL_AT_FETCH = 2
 """The fetch (counted per reader, from 1) after which the reader kills its worker."""
 
+KILL_MARKER = Option.string("killMarker", "file created by the reader that kills its worker")
 
-class KillOnceReader(NumberSequenceSplitReader):
-    """Reads numbers; the first reader to finish its 2nd fetch kills its own process."""
 
-    def __init__(self, marker: str) -> None:
-        super().__init__()
+class KillOnceReader(SplitReader[Any]):
+    """Reads with ``inner``; the first reader to finish its 2nd fetch with records kills its
+    own process."""
+
+    def __init__(self, inner: SplitReader[Any], marker: str) -> None:
+        self._inner = inner
         self._marker = marker
         self._fetches = 0
 
+    def handle_splits_changes(self, change: SplitsAddition[Any]) -> None:
+        self._inner.handle_splits_changes(change)
+
     def fetch(self, timeout: float) -> RecordsBySplit:
-        fetched = super().fetch(timeout)
-        self._fetches += 1
+        fetched = self._inner.fetch(timeout)
+        if any(fetched.batches.values()):
+            self._fetches += 1
         if self._fetches == KILL_AT_FETCH and self._claim_the_kill():
             # Let the task thread hand the first fetch's rows to Spark, so that
             # the failed attempt has written part of its range when it dies.
             time.sleep(0.5)
             os.kill(os.getpid(), signal.SIGKILL)
         return fetched
+
+    def wakeup(self) -> None:
+        self._inner.wakeup()
+
+    def finish(self) -> None:
+        self._inner.finish()
+
+    def close(self) -> None:
+        self._inner.close()
 
     def _claim_the_kill(self) -> bool:
         """Create the marker; False if it exists (another reader killed already)."""
@@ -58,10 +76,7 @@ class KillOnceSource(NumberSequenceSource):
     """``splitsource.numbers`` plus ``killMarker``: one reader SIGKILLs its worker once."""
 
     name = "killonce"
-    options: ClassVar = (
-        *NumberSequenceSource.options,
-        Option.string("killMarker", "file created by the reader that kills its worker"),
-    )
+    options: ClassVar = (*NumberSequenceSource.options, KILL_MARKER)
 
     def __init__(self, start: int, end: int, splits: int = 1, kill_marker: str = "") -> None:
         super().__init__(start, end, splits)
@@ -73,4 +88,18 @@ class KillOnceSource(NumberSequenceSource):
         return cls(numbers.start, numbers.end, numbers.splits, options["killMarker"])
 
     def create_reader(self, schema: pa.Schema) -> KillOnceReader:
-        return KillOnceReader(self.kill_marker)
+        return KillOnceReader(NumberSequenceSplitReader(), self.kill_marker)
+
+
+class KillOnceKafkaSource(KafkaSource):
+    """``splitsource.kafka`` plus ``killMarker``: one reader SIGKILLs its worker once."""
+
+    name = "killoncekafka"
+    options: ClassVar = (*KafkaSource.options, KILL_MARKER)
+
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        self.kill_marker: str = options["killMarker"]
+
+    def create_reader(self, schema: pa.Schema) -> KillOnceReader:
+        return KillOnceReader(super().create_reader(schema), self.kill_marker)

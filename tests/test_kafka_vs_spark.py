@@ -1,0 +1,102 @@
+"""splitsource.kafka is a drop-in for Spark's own ``format("kafka")``: same schema, same rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from helpers.kafka_broker import KafkaBroker
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+FORMATS = ("kafka", "splitsource.kafka")
+
+
+def written(broker: KafkaBroker, name: str) -> None:
+    """Records with and without keys and headers, in several partitions."""
+    broker.produce(
+        name,
+        [
+            {
+                "key": None if i % 3 == 0 else f"key-{i}",
+                "value": f"value-{i}" * (i % 7 + 1),
+                "headers": [("a", f"{i}".encode()), ("b", None)] if i % 2 else None,
+            }
+            for i in range(500)
+        ],
+    )
+
+
+def rows(frame: DataFrame) -> list[Any]:
+    """Every row, every column, in a stable order."""
+    return sorted(frame.collect(), key=lambda row: (row.partition, row.offset))
+
+
+def test_a_bounded_read_equals_sparks_kafka_source(
+    spark_kafka: SparkSession,
+    kafka_spark: SparkSession,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+) -> None:
+    name = topic(partitions=3)
+    written(kafka_broker, name)
+    frames = {
+        fmt: spark_kafka.read.format(fmt)
+        .option("kafka.bootstrap.servers", kafka_broker.bootstrap)
+        .option("subscribe", name)
+        .option("includeHeaders", "true")
+        .option("startingOffsets", f'{{"{name}":{{"0":5,"1":-2,"2":-2}}}}')
+        .option("endingOffsets", f'{{"{name}":{{"0":-1,"1":100,"2":-1}}}}')
+        .load()
+        for fmt in FORMATS
+    }
+    assert frames["kafka"].schema == frames["splitsource.kafka"].schema
+    ours, theirs = rows(frames["splitsource.kafka"]), rows(frames["kafka"])
+    assert len(theirs) > 300
+    assert ours == theirs
+
+
+def test_an_available_now_stream_writes_what_sparks_kafka_source_writes(
+    spark_kafka: SparkSession,
+    kafka_spark: SparkSession,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    name = topic(partitions=2)
+    written(kafka_broker, name)
+    sinks = {}
+    for fmt in FORMATS:
+        sinks[fmt] = tmp_path / fmt / "out"
+        query = (
+            spark_kafka.readStream.format(fmt)
+            .option("kafka.bootstrap.servers", kafka_broker.bootstrap)
+            .option("subscribe", name)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "120")
+            .load()
+            .selectExpr(
+                "CAST(key AS STRING) AS k",
+                "CAST(value AS STRING) AS v",
+                "partition",
+                "offset",
+                "timestamp",
+            )
+            .writeStream.format("parquet")
+            .option("path", str(sinks[fmt]))
+            .option("checkpointLocation", str(tmp_path / fmt / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+    ours = rows(spark_kafka.read.parquet(str(sinks["splitsource.kafka"])))
+    theirs = rows(spark_kafka.read.parquet(str(sinks["kafka"])))
+    assert len(theirs) == 500
+    assert ours == theirs
