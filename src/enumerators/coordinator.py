@@ -264,22 +264,35 @@ class StreamCoordinator:
     def _admit_new_splits(
         self, enumerator: SplitEnumerator[Any, Any], limited: bool
     ) -> list[SourceSplit]:
-        offered = list(enumerator.next_splits())
+        """The new splits this batch takes, asking the enumerator for no more than it may take.
+
+        With a split limit the enumerator is asked for what is still free (again
+        after a split outside the AvailableNow target), so a batch costs what it
+        admits, not the whole backlog; a byte budget alone still sees every
+        pending split. Refused splits are given back.
+        """
         admitted: list[SourceSplit] = []
         refused: list[SourceSplit] = []
         budget = self._limits.max_bytes if limited else None
         max_splits = self._limits.max_splits if limited else None
-        for split in offered:
-            estimate = split.estimated_bytes()
-            size = UNKNOWN_SPLIT_BYTES if estimate is None else estimate
-            in_target = self._target is None or split.split_id in self._target.split_ids
-            full = max_splits is not None and len(admitted) >= max_splits
-            over_budget = budget is not None and bool(admitted) and size > budget
-            if in_target and not full and not over_budget:
-                admitted.append(split)
-                budget = None if budget is None else budget - size
-            else:
-                refused.append(split)
+        over_budget = False
+        while True:
+            free = None if max_splits is None else max_splits - len(admitted)
+            offered = list(enumerator.next_splits(free))
+            for split in offered:
+                estimate = split.estimated_bytes()
+                size = UNKNOWN_SPLIT_BYTES if estimate is None else estimate
+                in_target = self._target is None or split.split_id in self._target.split_ids
+                full = max_splits is not None and len(admitted) >= max_splits
+                too_big = budget is not None and bool(admitted) and size > budget
+                over_budget = over_budget or too_big
+                if in_target and not full and not too_big:
+                    admitted.append(split)
+                    budget = None if budget is None else budget - size
+                else:
+                    refused.append(split)
+            if max_splits is None or not offered or over_budget or len(admitted) >= max_splits:
+                break
         if refused:
             enumerator.add_splits_back(refused)
         return admitted
