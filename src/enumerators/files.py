@@ -1,10 +1,12 @@
 """Finding files: listing, Hive partitions, byte-range splits, and the continuous enumerator.
 
-The enumerator lists its paths with fsspec on the driver. Every file it has
-handed out stays *seen* until it is older than ``maxFileAge`` relative to the
-newest file seen, so its state follows the files of the last ``maxFileAge``,
-not the whole history; files older than that horizon are ignored, as in
-Spark's file stream source.
+The enumerator lists its paths with fsspec on the driver and hands out the
+files not seen before, oldest first. Its state is the files it has handed
+out, each kept until it is older than the *horizon* (the newest file found
+less ``maxFileAge``), so the state follows the files of the last
+``maxFileAge``, not the whole history; files older than the horizon are not
+read, as in Spark's file stream source. Files listed but not handed out are
+not state: the next listing finds them again (design decision 24).
 """
 
 from __future__ import annotations
