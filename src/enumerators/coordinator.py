@@ -51,6 +51,9 @@ __all__ = ["INLINE_STATE_LIMIT", "StreamCoordinator"]
 INLINE_STATE_LIMIT = 8 << 10
 """Framed enumerator state up to this size lives in the offset; larger goes to the state store."""
 
+OFFER_CHUNK = 1024
+"""Splits asked of the enumerator at a time when only a byte budget limits a batch."""
+
 
 @dataclass(frozen=True)
 class _Target:
@@ -266,10 +269,11 @@ class StreamCoordinator:
     ) -> list[SourceSplit]:
         """The new splits this batch takes, asking the enumerator for no more than it may take.
 
-        With a split limit the enumerator is asked for what is still free (again
-        after a split outside the AvailableNow target), so a batch costs what it
-        admits, not the whole backlog; a byte budget alone still sees every
-        pending split. Refused splits are given back.
+        With a split limit the enumerator is asked for the splits still free,
+        with only a byte budget for ``OFFER_CHUNK`` at a time; it is asked again
+        after a split outside the AvailableNow target, and not after a split
+        refused for the budget. So a batch costs what it admits, not the
+        enumerator's backlog. Refused splits are given back.
         """
         admitted: list[SourceSplit] = []
         refused: list[SourceSplit] = []
@@ -277,7 +281,10 @@ class StreamCoordinator:
         max_splits = self._limits.max_splits if limited else None
         over_budget = False
         while True:
-            free = None if max_splits is None else max_splits - len(admitted)
+            if max_splits is not None:
+                free: int | None = max_splits - len(admitted)
+            else:
+                free = None if budget is None else OFFER_CHUNK
             offered = list(enumerator.next_splits(free))
             for split in offered:
                 estimate = split.estimated_bytes()
@@ -291,7 +298,8 @@ class StreamCoordinator:
                     budget = None if budget is None else budget - size
                 else:
                     refused.append(split)
-            if max_splits is None or not offered or over_budget or len(admitted) >= max_splits:
+            full = max_splits is not None and len(admitted) >= max_splits
+            if free is None or not offered or over_budget or full:
                 break
         if refused:
             enumerator.add_splits_back(refused)
