@@ -213,3 +213,18 @@ def test_a_file_read_then_forgotten_by_age_is_not_read_again() -> None:
     again = enumerator_for(newer, enumerator.snapshot_state(1))
     assert ids(again.next_splits()) == ["/in/b.csv:0"]
     assert "/in/a.csv" not in again.snapshot_state(2).seen
+
+
+def test_a_discovery_given_as_plain_splits_is_taken_file_by_file() -> None:
+    entries = [entry("/in/a.csv", 250, 0), entry("/in/b.csv", 5, MINUTE_MS)]
+    source = listed_source("/in", entries, maxSplitBytes="100")
+    found = source.create_enumerator(CONTEXT).discover_more_splits()
+    enumerator = source.create_enumerator(CONTEXT)
+    enumerator.handle_discovered_splits(list(found))  # whole-file splits, as the base API allows
+
+    assert ids(enumerator.next_splits()) == [
+        "/in/a.csv:0",
+        "/in/a.csv:100",
+        "/in/a.csv:200",
+        "/in/b.csv:0",
+    ]
