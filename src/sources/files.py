@@ -98,7 +98,9 @@ class FileEnumeratorStateSerializer(SimpleVersionedSerializer[FileEnumeratorStat
     body compressed with zstd. The body is a 4-byte big-endian length, a JSON
     header ``{"newest_ms", "pending": [split...], "seen": n, "to_clean"}``,
     then the ``n`` seen paths in sorted order as an Arrow ``large_string``
-    column (``n + 1`` int64 offsets, then the UTF-8 bytes) and their
+    column (``n + 1`` int64 offsets, then the UTF-8 bytes; a lone surrogate,
+    which is how Python reads a local name that is not UTF-8, is written as
+    ``surrogatepass`` does) and their
     modification times (``n`` int64), all numbers little-endian. Sorting,
     packing and compressing happen in Arrow, so 100,000 seen files take a few
     milliseconds, not a Python loop over JSON.
@@ -113,7 +115,7 @@ class FileEnumeratorStateSerializer(SimpleVersionedSerializer[FileEnumeratorStat
         return 2
 
     def serialize(self, obj: FileEnumeratorState) -> bytes:
-        paths = pa.array(list(obj.seen), pa.large_string())
+        paths = _path_column(list(obj.seen))
         order = pc.sort_indices(paths)
         paths = paths.take(order)
         modified = pa.array(list(obj.seen.values()), pa.int64()).take(order)
@@ -156,19 +158,40 @@ class FileEnumeratorStateSerializer(SimpleVersionedSerializer[FileEnumeratorStat
         modified = np.frombuffer(body, "<i8", count, at)
         if at + count * 8 != len(body) or offsets[0] != 0:
             raise CorruptDataError("the seen files do not fill the file enumerator state")
-        paths = pa.Array.from_buffers(
-            pa.large_string(), count, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(text)]
-        )
-        paths.validate(full=True)
+        buffers = [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(text)]
         return FileEnumeratorState(
             tuple(_split_from_json(split) for split in header["pending"]),
-            dict(zip(paths.to_pylist(), modified.tolist(), strict=True)),
+            dict(zip(_paths_of(count, buffers), modified.tolist(), strict=True)),
             tuple(header["to_clean"]),
             header["newest_ms"],
         )
 
 
 _CODEC = pa.Codec("zstd")
+_SURROGATES = "surrogatepass"  # a local name that is not UTF-8 reaches Python with surrogates
+
+
+def _path_column(paths: list[str]) -> pa.Array:
+    """``paths`` as Arrow strings, or as their bytes if one holds a lone surrogate."""
+    try:
+        return pa.array(paths, pa.large_string())
+    except UnicodeEncodeError:
+        return pa.array([path.encode("utf-8", _SURROGATES) for path in paths], pa.large_binary())
+
+
+def _paths_of(count: int, buffers: list[Any]) -> list[str]:
+    """The paths :func:`_path_column` wrote into ``buffers`` (offsets, then bytes)."""
+    column = pa.Array.from_buffers(pa.large_string(), count, buffers)
+    try:
+        column.validate(full=True)
+    except pa.ArrowInvalid:
+        column = pa.Array.from_buffers(pa.large_binary(), count, buffers)
+        column.validate(full=True)
+        return [path.decode("utf-8", _SURROGATES) for path in column.to_pylist()]
+    paths: list[str] = column.to_pylist()
+    return paths
+
+
 _BODY_LENGTH = struct.Struct(">Q")
 _LENGTH = struct.Struct(">I")
 
