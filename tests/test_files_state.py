@@ -26,6 +26,7 @@ from helpers.listing_fs import ListingFileSystem
 from sources.files import FileEnumeratorStateSerializer, FileSource, FileSplit
 from sources.options import parse_options
 from sources.serialization import frame, unframe
+from sources.spark import plan_bounded
 from sources.split import Boundedness
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -230,3 +231,12 @@ def test_a_discovery_given_as_plain_splits_is_taken_file_by_file() -> None:
         "/in/a.csv:200",
         "/in/b.csv:0",
     ]
+
+
+def test_a_bounded_read_reads_files_of_any_age() -> None:
+    day = 86_400_000
+    entries = [entry("/in/old.csv", 5, 0), entry("/in/new.csv", 5, 30 * day)]
+
+    planned = plan_bounded(listed_source("/in", entries, maxFileAge="1d"))
+
+    assert sorted(ids(planned)) == ["/in/new.csv:0", "/in/old.csv:0"]

@@ -388,19 +388,22 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         )
         return split_file(file, splittable, self.settings["maxSplitBytes"])
 
-    def _enumerator(self, state: FileEnumeratorState) -> FileEnumerator:
+    def _enumerator(self, state: FileEnumeratorState, streaming: bool = True) -> FileEnumerator:
         return FileEnumerator(
             self.fs,
             self.listing(),
             self._cut,
             state,
-            max_file_age_ms=int(self.settings["maxFileAge"] * 1000),
+            max_file_age_ms=int(self.settings["maxFileAge"] * 1000) if streaming else None,
             latest_first=self.settings["latestFirst"],
             cleanup=None if self.settings["cleanSource"] == "off" else self._clean,
         )
 
     def create_enumerator(self, context: EnumeratorContext) -> FileEnumerator:
-        return self._enumerator(FileEnumeratorState())
+        # A bounded enumerator made fresh is a spark.read, which reads files of any age
+        # (maxFileAge is a stream option); streams, AvailableNow included, restore theirs.
+        bounded = context.boundedness is Boundedness.BOUNDED
+        return self._enumerator(FileEnumeratorState(), streaming=not bounded)
 
     def restore_enumerator(
         self, context: EnumeratorContext, state: FileEnumeratorState
