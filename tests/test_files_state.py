@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from enumerators.admission import AdmissionLimits
 from enumerators.base import EnumeratorContext
 from enumerators.checkpoint import StreamOffset
 from enumerators.coordinator import StreamCoordinator
-from enumerators.files import FileEnumerator, FileEnumeratorState
+from enumerators.files import FileEnumerator, FileEnumeratorState, ListedFile, Listing, split_file
 from enumerators.state_store import StateStore
 from helpers.driving import Run, drive, logged
 from helpers.listing_fs import ListingFileSystem
@@ -240,3 +243,67 @@ def test_a_bounded_read_reads_files_of_any_age() -> None:
     planned = plan_bounded(listed_source("/in", entries, maxFileAge="1d"))
 
     assert sorted(ids(planned)) == ["/in/new.csv:0", "/in/old.csv:0"]
+
+
+class FileEnumeratorMachine(RuleBasedStateMachine):
+    """Files arriving, listings, batches with refused splits, restarts and crashes, at random.
+
+    A batch takes splits, gives a tail back (as the byte budget does) and either
+    is logged (its splits count as read, the state is checkpointed) or dies
+    before Spark logs it (the enumerator is restored from the last checkpoint).
+    In the end every split of every file must have been read exactly once.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fs = ListingFileSystem(skip_instance_cache=True)
+        self.serializer = FileEnumeratorStateSerializer()
+        self.read: Counter[str] = Counter()
+        self.enumerator = self.restore(FileEnumeratorState())
+        self.checkpoint = frame(self.serializer, self.enumerator.snapshot_state(0))
+
+    def restore(self, state: FileEnumeratorState) -> FileEnumerator:
+        cut = partial(split_file, splittable=True, target_bytes=100)
+        return FileEnumerator(self.fs, Listing(("/in/*",)), cut, state)  # may match nothing
+
+    @rule(size=st.integers(0, 350))
+    def a_file_arrives(self, size: int) -> None:
+        count = len(self.fs.entries)
+        self.fs.entries[f"/in/f-{count:03d}.csv"] = entry(f"/in/f-{count:03d}.csv", size, count)
+
+    @rule()
+    def listing(self) -> None:
+        self.enumerator.handle_discovered_splits(self.enumerator.discover_more_splits())
+
+    @rule(
+        wanted=st.one_of(st.none(), st.integers(0, 5)),
+        refused=st.integers(0, 3),
+        logged=st.booleans(),
+    )
+    def batch(self, wanted: int | None, refused: int, logged: bool) -> None:
+        taken = self.enumerator.next_splits(wanted)
+        kept = len(taken) - min(refused, len(taken))
+        self.enumerator.add_splits_back(taken[kept:])
+        if not logged:  # the driver dies before Spark logs the batch
+            self.enumerator = self.restore(unframe(self.serializer, self.checkpoint, "state"))
+            return
+        self.read.update(split.split_id for split in taken[:kept])
+        assert max(self.read.values(), default=1) == 1
+        self.checkpoint = frame(self.serializer, self.enumerator.snapshot_state(1))
+
+    @rule()
+    def restart(self) -> None:
+        self.enumerator = self.restore(unframe(self.serializer, self.checkpoint, "state"))
+
+    def teardown(self) -> None:
+        self.listing()
+        self.read.update(split.split_id for split in self.enumerator.next_splits())
+        files = [ListedFile(e["name"], e["size"], 0) for e in self.fs.entries.values()]
+        expected = [split.split_id for f in files for split in split_file(f, True, 100)]
+        assert sorted(self.read.elements()) == sorted(expected)
+
+
+TestFileEnumeratorMachine = FileEnumeratorMachine.TestCase
+TestFileEnumeratorMachine.settings = settings(
+    max_examples=150, stateful_step_count=30, deadline=None
+)
