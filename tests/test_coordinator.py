@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from enumerators import CompletedCheckpoint, StaticSplitEnumerator
 from enumerators.admission import AdmissionLimits, fair_shares
-from enumerators.coordinator import StreamCoordinator
+from enumerators.coordinator import OFFER_CHUNK, StreamCoordinator
 from enumerators.discovery import DiscoveryError
 from enumerators.state_store import StateStore
 from sources import SplitSourceError
@@ -323,6 +323,46 @@ def test_every_committed_batch_is_notified_with_the_splits_it_finished() -> None
     last = completed[-1]
     assert last.finished
     assert all(last.positions[split] == (int(split) + 1) * 200 for split in last.finished)
+
+
+class _CountingEnumerator(StaticSplitEnumerator[NumberSequenceSplit]):
+    handed_out: ClassVar[list[int]] = []
+    given_back: ClassVar[list[int]] = []
+
+    def next_splits(self, max_splits: int | None = None) -> list[NumberSequenceSplit]:
+        splits = list(super().next_splits(max_splits))
+        self.handed_out.append(len(splits))
+        return splits
+
+    def add_splits_back(self, splits: Sequence[NumberSequenceSplit]) -> None:
+        self.given_back.append(len(splits))
+        super().add_splits_back(splits)
+
+
+class _CountingNumbers(NumberSequenceSource):
+    def restore_enumerator(self, context: Any, state: list[NumberSequenceSplit]) -> Any:
+        return _CountingEnumerator(state)
+
+
+@pytest.mark.parametrize(
+    ("limits", "most_asked"),
+    [(AdmissionLimits(max_splits=3), 3), (AdmissionLimits(max_bytes=3 * 8), OFFER_CHUNK)],
+    ids=["split-limit", "byte-budget"],
+)
+def test_a_batch_takes_from_the_enumerator_what_it_may_admit_not_the_backlog(
+    limits: AdmissionLimits, most_asked: int, tmp_path: Path
+) -> None:
+    _CountingEnumerator.handed_out.clear()
+    _CountingEnumerator.given_back.clear()
+    source = _CountingNumbers(0, 9_999, 10_000)  # one 8-byte number per split
+    store = StateStore(str(tmp_path / "state"))
+    driver = SparkDriver(lambda: StreamCoordinator(source, limits, store))
+    for _ in range(3):
+        assert driver.run_batch(limited=True)
+
+    assert sorted(driver.sink) == list(range(9))
+    assert max(_CountingEnumerator.handed_out) <= most_asked
+    assert sum(_CountingEnumerator.given_back) <= 3 * most_asked
 
 
 def test_an_expired_stop_request_does_not_stall_the_query(tmp_path: Path) -> None:

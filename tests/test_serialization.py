@@ -5,11 +5,14 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from enumerators.files import FileEnumeratorState
 from sources.errors import CorruptDataError, NewerVersionError, SerializationError
+from sources.files import FileEnumeratorStateSerializer, FileSplit, FileSplitSerializer
 from sources.numbers import (
     NumberSequenceSplit,
     NumberSequenceSplitSerializer,
@@ -87,6 +90,75 @@ def test_state_checkpointed_by_version_1_still_reads_as_the_same_state() -> None
 def test_state_serializer_still_writes_the_version_1_bytes() -> None:
     data = (GOLDEN / "numbers_state_v1.bin").read_bytes()
     assert frame(NumberSequenceStateSerializer(), GOLDEN_STATE) == data
+
+
+# The file source's golden files (see tests/golden/README.md).
+DAY = "/golden/in/day=2024-06-01"
+DAY_PARTITION = (("day", "2024-06-01"),)
+GOLDEN_FILE_SPLIT = FileSplit(
+    f"{DAY}/b.csv", 128 << 20, 1000, (128 << 20) + 1000, 1_717_200_000_123, DAY_PARTITION
+)
+GOLDEN_FILE_STATE_V1 = FileEnumeratorState(
+    pending=(
+        FileSplit(f"{DAY}/b.csv", 0, 100, 150, 1_717_200_060_000, DAY_PARTITION),
+        FileSplit(f"{DAY}/b.csv", 100, 50, 150, 1_717_200_060_000, DAY_PARTITION),
+        FileSplit(f"{DAY}/c.csv", 0, 7, 7, 1_717_200_120_000, DAY_PARTITION),
+    ),
+    seen={
+        f"{DAY}/a.csv": 1_717_200_000_000,
+        f"{DAY}/b.csv": 1_717_200_060_000,
+        f"{DAY}/c.csv": 1_717_200_120_000,
+    },
+    to_clean=(f"{DAY}/a.csv",),
+    newest_ms=1_717_200_120_000,  # version 1 kept the newest file found among the seen
+)
+GOLDEN_FILE_STATE_V2 = FileEnumeratorState(
+    pending=(FileSplit(f"{DAY}/b.csv", 100, 50, 150, 1_717_200_060_000, DAY_PARTITION),),
+    seen={
+        f"{DAY}/b.csv": 1_717_200_060_000,
+        f"{DAY}/a.csv": 1_717_200_000_000,
+        "/golden/in/é/ü.csv": 1_717_200_000_001,
+    },
+    to_clean=(f"{DAY}/a.csv",),
+    newest_ms=1_717_200_120_000,
+)
+
+
+def test_file_split_checkpointed_by_version_1_still_reads_as_the_same_split() -> None:
+    data = (GOLDEN / "file_split_v1.bin").read_bytes()
+    assert unframe(FileSplitSerializer(), data, "golden split") == GOLDEN_FILE_SPLIT
+
+
+def test_file_split_serializer_still_writes_the_version_1_bytes() -> None:
+    data = (GOLDEN / "file_split_v1.bin").read_bytes()
+    assert frame(FileSplitSerializer(), GOLDEN_FILE_SPLIT) == data
+
+
+def test_file_state_checkpointed_by_version_1_still_reads_with_its_pending_splits() -> None:
+    data = (GOLDEN / "file_state_v1.bin").read_bytes()
+    state = unframe(FileEnumeratorStateSerializer(), data, "golden state")
+    assert state == GOLDEN_FILE_STATE_V1
+
+
+def test_file_state_checkpointed_by_version_2_still_reads_as_the_same_state() -> None:
+    data = (GOLDEN / "file_state_v2.bin").read_bytes()
+    state = unframe(FileEnumeratorStateSerializer(), data, "golden state")
+    assert state == GOLDEN_FILE_STATE_V2
+
+
+def _decompressed_body(framed: bytes) -> bytes:
+    """A version 2 file state without its zstd compression, which a zstd upgrade may change."""
+    payload = framed[17:]  # after the frame header
+    (size,) = struct.unpack_from(">Q", payload)
+    body: bytes = pa.Codec("zstd").decompress(payload[8:], size, asbytes=True)
+    return body
+
+
+def test_file_state_serializer_still_writes_the_version_2_layout() -> None:
+    data = (GOLDEN / "file_state_v2.bin").read_bytes()
+    written = frame(FileEnumeratorStateSerializer(), GOLDEN_FILE_STATE_V2)
+    assert written[:9] == data[:9]  # magic, frame layout, version 2
+    assert _decompressed_body(written) == _decompressed_body(data)
 
 
 # --- evolution --------------------------------------------------------------

@@ -91,7 +91,9 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
     def snapshot_state(self, checkpoint_id: int) -> StateT:
         """The state that ``Source.restore_enumerator`` continues from.
 
-        It covers the pending splits, not the ones already handed out.
+        It covers the pending splits, not the ones already handed out; pending
+        splits that the restored enumerator's discovery finds again may be left
+        out (the file enumerator keeps only the files it handed out).
         """
 
     def latest_positions(self, splits: Sequence[SplitT]) -> Mapping[str, int]:

@@ -51,6 +51,9 @@ __all__ = ["INLINE_STATE_LIMIT", "StreamCoordinator"]
 INLINE_STATE_LIMIT = 8 << 10
 """Framed enumerator state up to this size lives in the offset; larger goes to the state store."""
 
+OFFER_CHUNK = 1024
+"""Splits asked of the enumerator at a time when only a byte budget limits a batch."""
+
 
 @dataclass(frozen=True)
 class _Target:
@@ -264,22 +267,40 @@ class StreamCoordinator:
     def _admit_new_splits(
         self, enumerator: SplitEnumerator[Any, Any], limited: bool
     ) -> list[SourceSplit]:
-        offered = list(enumerator.next_splits())
+        """The new splits this batch takes, asking the enumerator for no more than it may take.
+
+        With a split limit the enumerator is asked for the splits still free,
+        with only a byte budget for ``OFFER_CHUNK`` at a time; it is asked again
+        after a split outside the AvailableNow target, and not after a split
+        refused for the budget. So a batch costs what it admits, not the
+        enumerator's backlog. Refused splits are given back.
+        """
         admitted: list[SourceSplit] = []
         refused: list[SourceSplit] = []
         budget = self._limits.max_bytes if limited else None
         max_splits = self._limits.max_splits if limited else None
-        for split in offered:
-            estimate = split.estimated_bytes()
-            size = UNKNOWN_SPLIT_BYTES if estimate is None else estimate
-            in_target = self._target is None or split.split_id in self._target.split_ids
-            full = max_splits is not None and len(admitted) >= max_splits
-            over_budget = budget is not None and bool(admitted) and size > budget
-            if in_target and not full and not over_budget:
-                admitted.append(split)
-                budget = None if budget is None else budget - size
+        over_budget = False
+        while True:
+            if max_splits is not None:
+                free: int | None = max_splits - len(admitted)
             else:
-                refused.append(split)
+                free = None if budget is None else OFFER_CHUNK
+            offered = list(enumerator.next_splits(free))
+            for split in offered:
+                estimate = split.estimated_bytes()
+                size = UNKNOWN_SPLIT_BYTES if estimate is None else estimate
+                in_target = self._target is None or split.split_id in self._target.split_ids
+                full = max_splits is not None and len(admitted) >= max_splits
+                too_big = budget is not None and bool(admitted) and size > budget
+                over_budget = over_budget or too_big
+                if in_target and not full and not too_big:
+                    admitted.append(split)
+                    budget = None if budget is None else budget - size
+                else:
+                    refused.append(split)
+            full = max_splits is not None and len(admitted) >= max_splits
+            if free is None or not offered or over_budget or full:
+                break
         if refused:
             enumerator.add_splits_back(refused)
         return admitted
