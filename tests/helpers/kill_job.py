@@ -16,7 +16,7 @@ Settings (JSON object):
 
 - ``checkpoint``, ``output``: paths.
 - ``trigger``: ``"continuous"`` (``processingTime="0 seconds"``, stops once
-  the source has no more data) or ``"availableNow"``.
+  the source had no more data for ``IDLE_SECONDS``) or ``"availableNow"``.
 - ``goFile`` (optional): stand by until this file exists; it holds the trigger.
 - ``format``: ``"numbers"``, ``"files"``, ``"kafka"``, ``"killonce"`` or
   ``"killoncekafka"`` (see :mod:`helpers.kill_sources`).
@@ -38,6 +38,9 @@ WAITING_FOR_DATA = "Waiting for data to arrive"
 """``StreamingQuery.status`` message once a trigger found no new data."""
 QUICK_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 """The driver JVM starts with about a third less CPU time without C2 and parallel GC."""
+IDLE_SECONDS = 3.0
+"""A continuous run stops once its source had no data for this long: a restarted source
+may find its splits in a background discovery only after the first trigger."""
 STANDBY_TIMEOUT = 900.0
 """A job left standing by (its test failed) gives up after this long."""
 
@@ -99,8 +102,11 @@ def run(settings: dict[str, Any]) -> dict[str, Any]:
     else:
         assert trigger == "continuous", f"unknown trigger {trigger!r}"
         query = writer.trigger(processingTime="0 seconds").start()
-        while query.status["message"] != WAITING_FOR_DATA:
-            if query.awaitTermination(0.2):
+        idle_since = time.monotonic()
+        while not query.awaitTermination(0.2):
+            if query.status["message"] != WAITING_FOR_DATA:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > IDLE_SECONDS:
                 break
         query.stop()
     if query.exception() is not None:
