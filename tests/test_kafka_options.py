@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +196,34 @@ def test_kafka_golden_files_still_read_and_write_the_same(
     data = (GOLDEN / name).read_bytes()
     assert unframe(serializer, data, name) == value
     assert frame(serializer, value) == data
+
+
+# --- cutting ranges for parallelism -------------------------------------------------
+
+
+@settings(max_examples=200)
+@given(
+    lengths=st.lists(st.integers(0, 10_000), min_size=1, max_size=8),
+    min_partitions=st.none() | st.integers(1, 64),
+    max_records=st.none() | st.integers(1, 5_000),
+)
+def test_cut_ranges_read_the_same_offsets_within_the_limits(
+    lengths: list[int], min_partitions: int | None, max_records: int | None
+) -> None:
+    options = {}
+    if min_partitions is not None:
+        options["minPartitions"] = str(min_partitions)
+    if max_records is not None:
+        options["maxRecordsPerPartition"] = str(max_records)
+    splits = [KafkaPartitionSplit("t", i, 7, 7 + n) for i, n in enumerate(lengths)]
+    pieces = source(**options).refine_plan(splits)
+
+    for split in splits:
+        own = [p for p in pieces if p.partition == split.partition]
+        assert own[0].start == split.start and own[-1].end == split.end
+        assert all(a.end == b.start for a, b in itertools.pairwise(own))
+    sizes = [(p.end or 0) - p.start for p in pieces]
+    if max_records is not None:
+        assert max(sizes) <= max_records
+    if min_partitions is not None and sum(lengths) >= min_partitions:
+        assert len(pieces) >= min(min_partitions, sum(lengths))

@@ -146,7 +146,7 @@ def test_read_committed_skips_aborted_transactions(
     assert values(everything) == sorted(numbered("c", 30) + numbered("x", 20) + numbered("d", 30))
 
 
-def test_min_partitions_splits_large_ranges_into_more_tasks(
+def test_min_partitions_and_max_records_per_partition_cut_ranges_into_more_tasks(
     kafka_spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str]
 ) -> None:
     name = topic(partitions=2)
@@ -154,6 +154,10 @@ def test_min_partitions_splits_large_ranges_into_more_tasks(
     frame = read(kafka_spark, kafka_broker, subscribe=name, minPartitions="6")
     assert frame.rdd.getNumPartitions() >= 6
     assert values(frame) == sorted(numbered("m", 1000))
+    capped = read(kafka_spark, kafka_broker, subscribe=name, maxRecordsPerPartition="100")
+    assert capped.rdd.getNumPartitions() >= 10
+    sizes = capped.rdd.glom().map(len).collect()
+    assert max(sizes) <= 100 and sum(sizes) == 1000
 
 
 # --- streaming ----------------------------------------------------------------------

@@ -261,6 +261,9 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         Option.integer(
             "minPartitions", "at least this many tasks: large offset ranges are cut", None, 1
         ),
+        Option.integer(
+            "maxRecordsPerPartition", "cut offset ranges into tasks of at most this many", None, 1
+        ),
         Option.string(
             "groupIdPrefix", "consumer group id prefix for the readers", "spark-kafka-source"
         ),
@@ -306,16 +309,25 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         return start, end if bounded else None
 
     def refine_plan(self, splits: Sequence[KafkaPartitionSplit]) -> list[KafkaPartitionSplit]:
-        """With ``minPartitions``, cut the ranges into about that many, each in proportion
-        to its share of the offsets, so that a few large partitions use many tasks."""
+        """Cut offset ranges for parallelism, as Spark does: with ``minPartitions``, into
+        about that many in all, each range in proportion to its share of the offsets; with
+        ``maxRecordsPerPartition``, so that no piece holds more records than that."""
         wanted = self.settings["minPartitions"]
+        most = self.settings["maxRecordsPerPartition"]
         sizes = [(split.end or split.start) - split.start for split in splits]
         total = sum(sizes)
-        if wanted is None or len(splits) >= wanted or total <= 0:
+        if wanted is not None and len(splits) >= wanted:
+            wanted = None
+        if (wanted is None and most is None) or total <= 0:
             return list(splits)
         refined = []
         for split, size in zip(splits, sizes, strict=True):
-            parts = max(1, min(size, -(-size * wanted // total)))
+            parts = max(
+                1,
+                -(-size * wanted // total) if wanted is not None else 1,
+                -(-size // most) if most is not None else 1,
+            )
+            parts = min(parts, max(size, 1))
             bounds = [split.start + size * i // parts for i in range(parts + 1)]
             refined += [split.with_range(a, b) for a, b in itertools.pairwise(bounds)]
         return refined
