@@ -77,6 +77,9 @@ class KafkaEnumerator(PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumerat
         self._pending = list(state.pending)
         self._admin: KafkaAdmin | None = None
 
+    def start(self) -> None:
+        self._admin = KafkaAdmin(self._source.config, self._source)
+
     @property
     def admin(self) -> KafkaAdmin:
         """The admin client, open between ``start`` and ``close``."""

@@ -158,10 +158,12 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         if not messages:
             return [], done or self._next_offset >= end
         offsets = np.fromiter(map(Message.offset, messages), np.int64, len(messages))
+        first = int(np.searchsorted(offsets, self._next_offset))  # none, unless left by a seek
         keep = int(np.searchsorted(offsets, end))
-        if keep < len(messages):
-            messages, offsets, done = messages[:keep], offsets[:keep], True
-        if keep:
+        if first or keep < len(messages):
+            done = done or keep < len(messages)
+            messages, offsets = messages[first:keep], offsets[first:keep]
+        if len(offsets):
             self._next_offset = int(offsets[-1]) + 1
             self._last_progress = time.monotonic()
         done = done or self._next_offset >= end
