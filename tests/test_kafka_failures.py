@@ -23,13 +23,38 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
-def delete_records_before(broker: KafkaBroker, topic: str, partition: int, offset: int) -> None:
-    """Advance the partition's log start offset to ``offset``, as retention does."""
-    from confluent_kafka import TopicPartition
+def set_retention(broker: KafkaBroker, topic: str, retention_ms: int) -> None:
+    """Change the topic's ``retention.ms``, keeping its other settings."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
 
-    futures = broker.admin().delete_records([TopicPartition(topic, partition, offset)])
-    for future in futures.values():
+    entry = ConfigEntry(
+        "retention.ms", str(retention_ms), incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+    for future in broker.admin().incremental_alter_configs([resource]).values():
         future.result()
+
+
+def wait_for_log_start(broker: KafkaBroker, topic: str, offset: int) -> None:
+    """Wait until retention has deleted every record before ``offset`` of partition 0."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            low, _ = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+            if low >= offset:
+                return
+            time.sleep(0.5)
+    finally:
+        consumer.close()
+    pytest.fail(f"retention did not delete {topic}-0 up to {offset}; log start {low}")
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
@@ -39,22 +64,31 @@ def test_offsets_lost_to_retention_between_batches(
     stream: Callable[..., Stream],
     fail_on_data_loss: bool,
 ) -> None:
-    name = topic(partitions=1)
-    kafka_broker.produce(name, numbered("a", 100))
+    """Real retention: tiny segments, retention cut to 0.5 s after the first run."""
+    name = topic(partitions=1, config={"internal.segment.bytes": "1024"})
+
+    def produce(records: list[str]) -> None:
+        for start in range(0, len(records), 5):  # a produced batch must fit in a segment
+            kafka_broker.produce(name, records[start : start + 5], partition=0)
+
+    produce(numbered("a", 100))
     query = stream(
         subscribe=name, startingOffsets="earliest", failOnDataLoss=str(fail_on_data_loss).lower()
     )
     assert sum(query.run_available_now()) == 100
-    kafka_broker.produce(name, numbered("b", 100))
-    delete_records_before(kafka_broker, name, 0, 150)
+    produce(numbered("b", 100))
+    set_retention(kafka_broker, name, 500)
+    wait_for_log_start(kafka_broker, name, 200)
+    set_retention(kafka_broker, name, -1)
+    produce(numbered("c", 10))
 
     if fail_on_data_loss:
-        with pytest.raises(Exception, match=rf"{name}-0: offsets \[100, 150\) are gone") as error:
+        with pytest.raises(Exception, match=rf"{name}-0: offsets \[100, 200\) are gone") as error:
             query.run_available_now()
         assert "failOnDataLoss=false" in str(error.value)
         return
-    query.run_available_now()
-    assert query.values() == sorted(numbered("a", 100) + [f"b{i}" for i in range(50, 100)])
+    assert sum(query.run_available_now()) == 10
+    assert query.values() == sorted(numbered("a", 100) + numbered("c", 10))
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
