@@ -63,6 +63,11 @@ class Source(ABC, Generic[SplitT, StateT]):
     (:func:`~sources.planning.pack_for_cores`). ``None`` puts each split in its own
     partition. Sources of many small splits (files) set it so that they share one."""
 
+    default_max_records_per_batch: ClassVar[int | None] = None
+    """The ``maxRecordsPerBatch`` when the user does not give it; ``None`` keeps the
+    framework's 10,000. Sources of small binary rows (Kafka) set more: Spark moves
+    fewer, larger Arrow batches from Python to the JVM faster."""
+
     option_aliases: ClassVar[Mapping[str, str]] = {}
     """Other names users may give options under, such as ``maxFilesPerTrigger`` for
     ``maxSplitsPerTrigger``: alias → option name."""

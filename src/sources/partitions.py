@@ -87,7 +87,9 @@ class SplitPartitionReading:
             splits,
             schema,
             FetcherSettings(
-                max_records_per_batch=self.options["maxRecordsPerBatch"],
+                max_records_per_batch=self.options["maxRecordsPerBatch"]
+                or self.source.default_max_records_per_batch
+                or FetcherSettings.max_records_per_batch,
                 max_bytes_per_batch=self.options["maxBytesPerBatch"],
                 queue_capacity=self.options["fetchQueueCapacity"],
             ),

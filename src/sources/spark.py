@@ -50,8 +50,9 @@ READ_OPTIONS: tuple[Option, ...] = (
     ),
     Option.integer(
         "maxRecordsPerBatch",
-        "most rows in one Arrow batch handed to Spark",
-        default=_DEFAULTS.max_records_per_batch,
+        "most rows in one Arrow batch handed to Spark "
+        f"(default: the source's, else {_DEFAULTS.max_records_per_batch})",
+        default=None,
         minimum=1,
     ),
     Option.size(
