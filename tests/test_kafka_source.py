@@ -103,6 +103,8 @@ def test_timestamps_pick_the_first_record_at_or_after_them(
         startingOffsetsByTimestamp=f'{{"{name}":{{"0":{base + 8000}}}}}',
     )
     assert values(by_partition) == ["r8", "r9"]
+    until = read(kafka_spark, kafka_broker, subscribe=name, endingTimestamp=str(base + 2000))
+    assert values(until) == ["r0", "r1"]
 
 
 def test_a_start_time_after_every_record_fails_or_starts_at_the_end(
@@ -207,6 +209,31 @@ def test_a_stream_picks_up_new_topics_and_partitions_from_the_earliest_offset(
     expected = sorted(numbered("a", 20) + numbered("b", 30) + numbered("n", 10))
     assert query_stream.wait_for(expected, query) == expected
     query.stop()
+
+
+def test_min_offsets_per_trigger_holds_batches_back_until_enough_or_max_trigger_delay(
+    kafka_broker: KafkaBroker, topic: Callable[..., str], stream: Callable[..., Stream]
+) -> None:
+    name = topic(partitions=1)
+    kafka_broker.produce(name, numbered("a", 10))
+    options = {"subscribe": name, "startingOffsets": "earliest", "minOffsetsPerTrigger": "50"}
+    patient = stream(**options)
+    hasty = stream(**options, maxTriggerDelay="3s")
+    patient_query, hasty_query = patient.start(), hasty.start()
+    first = numbered("a", 10)  # a new partition makes a batch at once
+    assert patient.wait_for(first, patient_query) == hasty.wait_for(first, hasty_query) == first
+
+    kafka_broker.produce(name, numbered("b", 20))
+    waited = sorted(first + numbered("b", 20))
+    assert hasty.wait_for(waited, hasty_query) == waited
+    time.sleep(1.5)
+    assert len(patient.values()) == 10, "20 records are fewer than minOffsetsPerTrigger"
+
+    kafka_broker.produce(name, numbered("c", 30))
+    enough = sorted(waited + numbered("c", 30))
+    assert patient.wait_for(enough, patient_query) == enough
+    batches = [p["numInputRows"] for p in patient_query.recentProgress if p["numInputRows"]]
+    assert batches == [10, 50]
 
 
 def test_commit_offsets_shows_progress_to_the_consumer_group(
