@@ -18,7 +18,7 @@ from enumerators.admission import AdmissionLimits, fair_shares
 from enumerators.coordinator import OFFER_CHUNK, StreamCoordinator
 from enumerators.discovery import DiscoveryError
 from enumerators.state_store import StateStore
-from sources import SplitSourceError
+from sources import DataLossError, SplitSourceError
 from sources.numbers import NumberSequenceSource, NumberSequenceSplit
 from sources.rate import RateEnumerator, RateSource, RateSplit, RateState
 
@@ -257,6 +257,47 @@ def test_available_now_stops_at_what_was_available_when_it_started() -> None:
     assert len(offsets) > 5
     assert (before_ms - created_ms) * rate // 1000 - 2 <= final
     assert final <= (after_ms - created_ms) * rate // 1000
+
+
+class _RewindingRateEnumerator(RateEnumerator):
+    """Its splits lose their records at ``rewound``: every position drops to 5."""
+
+    rewound = threading.Event()
+
+    def latest_positions(self, splits: Sequence[RateSplit]) -> Mapping[str, int]:
+        if self.rewound.is_set():
+            return {split.split_id: 5 for split in splits}
+        return super().latest_positions(splits)
+
+
+class _RestartingRateEnumerator(_RewindingRateEnumerator):
+    def handle_rewound_split(self, split: RateSplit, position: int, readable: int) -> RateSplit:
+        return RateSplit(split.index, split.count, split.created_ms + 1)
+
+
+@pytest.mark.parametrize("restarts", [False, True])
+def test_a_split_read_past_its_new_end_fails_or_is_replaced_by_the_enumerator(
+    restarts: bool,
+) -> None:
+    source = _RateWith(10_000, 2)
+    source.enumerator_class = _RestartingRateEnumerator if restarts else _RewindingRateEnumerator
+    _RewindingRateEnumerator.rewound.clear()
+    coordinator = StreamCoordinator(source, AdmissionLimits(), discovery_interval=0.05)
+    first = wait_for_rate_splits(coordinator, spark_json(coordinator.initial_offset()))
+    time.sleep(0.05)
+    read = spark_json(coordinator.latest_offset(first, limited=True))
+    assert all(split["position"] > 5 for split in read["splits"].values())
+    _RewindingRateEnumerator.rewound.set()
+
+    if not restarts:
+        with pytest.raises(DataLossError, match=r"Split 0 can now be read only up to position 5"):
+            coordinator.latest_offset(read, limited=True)
+        coordinator.close()
+        return
+    after = spark_json(coordinator.latest_offset(read, limited=True))
+    slices = coordinator.plan(read, after)
+    assert [(split.index, split.start, split.end) for split in slices] == [(0, 0, 5), (1, 0, 5)]
+    coordinator.close()
 
 
 def test_a_graceful_stop_request_is_acknowledged_after_the_last_commit(tmp_path: Path) -> None:

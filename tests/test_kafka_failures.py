@@ -118,6 +118,30 @@ def test_a_deleted_topic_fails_the_stream_or_is_left_behind(
     assert query.values() == sorted(numbered("k", 10) + numbered("d", 10) + numbered("n", 5))
 
 
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_topic_created_again_fails_the_stream_or_is_read_from_its_start(
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+    stream: Callable[..., Stream],
+    fail_on_data_loss: bool,
+) -> None:
+    name = topic(partitions=1)
+    kafka_broker.produce(name, numbered("old", 30))
+    query = stream(
+        subscribe=name, startingOffsets="earliest", failOnDataLoss=str(fail_on_data_loss).lower()
+    )
+    assert sum(query.run_available_now()) == 30
+    kafka_broker.recreate_topic(name)
+    kafka_broker.produce(name, numbered("new", 10))
+
+    if fail_on_data_loss:
+        with pytest.raises(Exception, match=rf"{name}-0 now ends at offset 10, before offset 30"):
+            query.run_available_now()
+        return
+    assert sum(query.run_available_now()) == 10
+    assert query.values() == sorted(numbered("old", 30) + numbered("new", 10))
+
+
 def sasl_options(broker: KafkaBroker, password: str) -> dict[str, str]:
     return {
         "kafka.security.protocol": "SASL_PLAINTEXT",

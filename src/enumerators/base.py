@@ -108,6 +108,23 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
             "latest_positions() to say how far they can be read"
         )
 
+    def handle_rewound_split(self, split: SplitT, position: int, readable: int) -> SplitT | None:
+        """``latest_positions`` ends unbounded ``split`` at ``readable``, before ``position``.
+
+        The stream has read ``split`` up to ``position``, so the outside system lost
+        what lay beyond ``readable`` (a Kafka topic deleted and created again). Return
+        a split to read from its start instead, or ``None`` to keep ``split`` and read on
+        once it grows past ``position``; raise to fail the query. The default raises
+        :class:`~sources.errors.DataLossError`.
+        """
+        from sources.errors import DataLossError
+
+        raise DataLossError(
+            f"Split {split.split_id} can now be read only up to position {readable}, but "
+            f"the stream has already read it up to {position}: the source lost records "
+            "after they were planned, and continuing would skip records silently."
+        )
+
     def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint) -> None:
         """Spark durably committed the batch that ended at ``checkpoint``.
 

@@ -144,6 +144,7 @@ class StreamCoordinator:
                 frame(self._split_serializer, split), split, split.start_position()
             )
         ends = self._readable_ends(enumerator, entries)
+        self._replace_rewound(enumerator, entries, ends)
         backlogs = {sid: max(0, ends[sid] - entry.position) for sid, entry in entries.items()}
 
         if limited and self._waits_for_more(new, backlogs):
@@ -185,7 +186,13 @@ class StreamCoordinator:
             progress = end.splits[split_id]
             split = self._unframe_split(progress.split, split_id)
             before = start.splits.get(split_id) if start is not None else None
-            begin = before.position if before is not None else split.start_position()
+            begin = split.start_position()  # a new split, or one replaced after a rewind
+            if (
+                before is not None
+                and before.split == progress.split
+                and before.position <= progress.position
+            ):
+                begin = before.position
             if progress.position > begin:
                 slices.append(split.with_range(begin, progress.position))
         return slices
@@ -318,6 +325,27 @@ class StreamCoordinator:
                 readable = min(readable, self._target.positions[split_id])
             ends[split_id] = readable
         return ends
+
+    def _replace_rewound(
+        self,
+        enumerator: SplitEnumerator[Any, Any],
+        entries: dict[str, _Active],
+        ends: Mapping[str, int],
+    ) -> None:
+        """Ask the enumerator about unbounded splits now ending before where they were read."""
+        for split_id, entry in list(entries.items()):
+            if entry.split.end_position() is not None or ends[split_id] >= entry.position:
+                continue
+            split = enumerator.handle_rewound_split(entry.split, entry.position, ends[split_id])
+            if split is None:
+                continue
+            if split.split_id != split_id:
+                raise SplitSourceError(
+                    f"{type(enumerator).__name__}.handle_rewound_split replaced split "
+                    f"{split_id} with {split.split_id}; a replacement must keep the split id"
+                )
+            framed = frame(self._split_serializer, split)
+            entries[split_id] = _Active(framed, split, split.start_position())
 
     def _waits_for_more(self, new: Sequence[SourceSplit], backlogs: Mapping[str, int]) -> bool:
         minimum = self._limits.min_records

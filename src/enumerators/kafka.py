@@ -76,6 +76,7 @@ class KafkaEnumerator(PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumerat
         self._known = set(state.known)
         self._pending = list(state.pending)
         self._admin: KafkaAdmin | None = None
+        self._gone: set[TopicPartition] = set()
 
     def start(self) -> None:
         self._admin = KafkaAdmin(self._source.config, self._source)
@@ -129,7 +130,27 @@ class KafkaEnumerator(PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumerat
     def latest_positions(self, splits: Sequence[KafkaPartitionSplit]) -> Mapping[str, int]:
         partitions = [split.topic_partition for split in splits]
         latest = self.admin.latest(partitions, self._source.settings["failOnDataLoss"])
+        self._gone = {tp for tp in partitions if tp not in latest}
         return {split.split_id: latest.get(split.topic_partition, 0) for split in splits}
+
+    def handle_rewound_split(
+        self, split: KafkaPartitionSplit, position: int, readable: int
+    ) -> KafkaPartitionSplit | None:
+        tp = split.topic_partition
+        if tp in self._gone:  # deleted under failOnDataLoss=false: warned, left behind
+            return None
+        lost = (
+            f"{self._source.format_name()}: {split.split_id} now ends at offset {readable}, "
+            f"before offset {position} that was already read: the partition lost records "
+            "(was the topic deleted and created again?), so records may have been missed"
+        )
+        if self._source.settings["failOnDataLoss"]:
+            raise KafkaDataLossError(
+                f"{lost}. Set failOnDataLoss=false to go on from its earliest offset."
+            )
+        start = self.admin.resolve([tp], _EARLIEST, fail_when_missing=False)[tp]
+        log.warning("%s; failOnDataLoss=false, so it is read again from offset %d", lost, start)
+        return KafkaPartitionSplit(tp[0], tp[1], start)
 
     def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint) -> None:
         if not self._source.settings["commitOffsets"] or not checkpoint.positions:

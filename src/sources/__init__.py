@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sources.api import Source
 from sources.errors import (
     CorruptDataError,
+    DataLossError,
     InvalidOptionError,
     NewerVersionError,
     ReaderError,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Boundedness",
     "CorruptDataError",
+    "DataLossError",
     "InvalidOptionError",
     "NewerVersionError",
     "NumberSequenceSource",

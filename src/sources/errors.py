@@ -11,6 +11,7 @@ from collections.abc import Iterable
 __all__ = [
     "CorruptDataError",
     "CorruptFileError",
+    "DataLossError",
     "FileReadError",
     "InvalidOptionError",
     "KafkaConnectionError",
@@ -98,6 +99,10 @@ class KafkaConnectionError(SplitSourceError, ConnectionError):
     """The Kafka brokers cannot be reached, refuse the credentials, or fail a request."""
 
 
-class KafkaDataLossError(SplitSourceError, RuntimeError):
+class DataLossError(SplitSourceError, RuntimeError):
+    """Records a stream was reading are gone from the outside system before they were read."""
+
+
+class KafkaDataLossError(DataLossError):
     """Records that should be read are gone (retention, a deleted topic) or never existed;
     the message names topic, partition and offsets (``failOnDataLoss``)."""

@@ -207,6 +207,18 @@ class KafkaBroker:
         """Delete ``name`` and wait until the broker confirms."""
         self._await(self.admin().delete_topics([name]), f"delete topic {name}")
 
+    def recreate_topic(self, name: str, partitions: int = 1) -> None:
+        """Delete ``name`` and create it again, empty, once the broker lets go of the old one."""
+        self.delete_topic(name)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return self.create_topic(name, partitions)
+            except KafkaBrokerError as error:
+                if "TOPIC_ALREADY_EXISTS" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
     def add_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions and wait until the new ones have leaders."""
         request = [NewPartitions(name, total)]
