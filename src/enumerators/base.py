@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from sources.errors import DataLossError
+
 if TYPE_CHECKING:
     from sources.split import Boundedness
 
@@ -117,8 +119,6 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         once it grows past ``position``; raise to fail the query. The default raises
         :class:`~sources.errors.DataLossError`.
         """
-        from sources.errors import DataLossError
-
         raise DataLossError(
             f"Split {split.split_id} can now be read only up to position {readable}, but "
             f"the stream has already read it up to {position}: the source lost records "
