@@ -42,9 +42,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-import sources
 from sources.files import FileSource
 from sources.options import Option
+from sources.spark import local_session, register
 
 FORMATS = ("csv", "json", "parquet")
 SCHEMA = "id BIGINT, price DOUBLE, ratio DOUBLE, name STRING, ts TIMESTAMP"
@@ -269,11 +269,11 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     directory = data_set(args.cache, args.rows, args.files)
-    spark = sources.local_session(
+    spark = local_session(
         "local[2]", "splitsource-bench-files", {"spark.sql.session.timeZone": "UTC"}
     )
     try:
-        sources.register(spark, FileSource)
+        register(spark, FileSource)
         print(f"{args.rows:,} rows on local[2], {args.runs} runs, options {args.options}")
         ratios = {}
         for fmt in args.formats:

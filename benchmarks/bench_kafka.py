@@ -45,10 +45,10 @@ from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import sources
 from helpers.kafka_broker import KafkaBroker
 from helpers.maven import spark_kafka_jars
 from sources.kafka import KafkaSource
+from sources.spark import local_session, register
 
 TOPIC = "bench"
 SOURCES = {"splitsource": KafkaSource.format_name(), "spark": "kafka"}
@@ -164,9 +164,9 @@ def main() -> None:
             flush=True,
         )
         jars = ",".join(str(jar) for jar in spark_kafka_jars())
-        spark = sources.local_session("local[2]", "splitsource-bench-kafka", {"spark.jars": jars})
+        spark = local_session("local[2]", "splitsource-bench-kafka", {"spark.jars": jars})
         try:
-            sources.register(spark, KafkaSource)
+            register(spark, KafkaSource)
             times = measure(spark, args, broker.bootstrap, Path(temp) / "checkpoints")
         finally:
             spark.stop()

@@ -34,8 +34,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-import sources
 from readers.fetcher import FetcherSettings
+from sources.numbers import NumberSequenceSource
+from sources.spark import local_session, register
 
 BATCH_ROWS = FetcherSettings().max_records_per_batch
 SCHEMA = "value BIGINT NOT NULL"
@@ -155,9 +156,9 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    spark = sources.local_session("local[2]", "splitsource-bench-overhead")
+    spark = local_session("local[2]", "splitsource-bench-overhead")
     try:
-        sources.register(spark, sources.NumberSequenceSource)
+        register(spark, NumberSequenceSource)
         spark.dataSource.register(HandwrittenSource)
         print(
             f"{args.rows:,} longs on local[2], {args.splits} splits, "

@@ -39,8 +39,8 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     source jars (fetched by Maven on first use). Other runs stay free of Maven; the
     jars themselves add no measurable start-up time (about 10 s either way here).
     """
-    import sources
-    from sources.session import local_session
+    from sources.numbers import NumberSequenceSource
+    from sources.spark import local_session, register
 
     conf = {}
     if any("spark_kafka" in item.fixturenames for item in request.session.items):
@@ -48,7 +48,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
 
         conf["spark.jars"] = ",".join(str(jar) for jar in spark_kafka_jars())
     session = local_session("local[2]", "splitsource-tests", conf)
-    sources.register(session, sources.NumberSequenceSource)
+    register(session, NumberSequenceSource)
     yield session
     session.stop()
 
@@ -99,10 +99,10 @@ def topic(kafka_broker: KafkaBroker, request: pytest.FixtureRequest) -> Callable
 @pytest.fixture(scope="session")
 def kafka_spark(spark: SparkSession) -> SparkSession:
     """The test session with splitsource.kafka registered."""
-    import sources
     from sources.kafka import KafkaSource
+    from sources.spark import register
 
-    sources.register(spark, KafkaSource)
+    register(spark, KafkaSource)
     return spark
 
 

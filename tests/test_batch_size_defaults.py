@@ -7,10 +7,11 @@ from typing import ClassVar
 import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
-from sources.numbers import NumberSequenceSource, NumberSequenceSplit
-from sources.partitions import SplitPartitionReading
-from sources.spark import READ_OPTIONS
-from sources.streaming import STREAM_OPTIONS
+from sources.numbers import NumberSequenceSource
+from sources.spark.datasource import READ_OPTIONS
+from sources.spark.partitions import SplitPartitionReading
+from sources.spark.stream_reader import STREAM_OPTIONS
+from sources.splits.numbers import NumberSequenceSplit
 
 SCHEMA = StructType([StructField("value", LongType(), nullable=False)])
 

@@ -12,8 +12,8 @@ import pytest
 from pyspark.errors import AnalysisException
 from pyspark.sql.types import LongType, StructField, StructType
 
-import sources
 from helpers.probes import FailingSource, StreamOnlySource, WhereAmISource, WrongSchemaSource
+from sources.spark import register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module", autouse=True)
 def probes(spark: SparkSession) -> None:
-    sources.register(spark, WhereAmISource, FailingSource, WrongSchemaSource, StreamOnlySource)
+    register(spark, WhereAmISource, FailingSource, WrongSchemaSource, StreamOnlySource)
 
 
 def numbers(spark: SparkSession, **options: Any) -> DataFrame:
@@ -129,7 +129,7 @@ def test_works_without_pyspark_python_set(tmp_path: Any) -> None:
                  .config("spark.driver.host", "127.0.0.1")
                  .config("spark.driver.bindAddress", "127.0.0.1")
                  .config("spark.ui.enabled", "false").getOrCreate())
-        sources.register(spark, sources.NumberSequenceSource)
+        register(spark, NumberSequenceSource)
         df = spark.read.format("splitsource.numbers").option("to", 99).load()
         print("SUM", df.selectExpr("sum(value)").first()[0])
         """

@@ -23,18 +23,20 @@ PROBE = textwrap.dedent(
     """
     import json, os
     import sources
+    from sources.spark import local_session, register
+    from sources.numbers import NumberSequenceSource
     from helpers.probes import WhereAmISource, executor_id_of_this_process
     import helpers.probes
     from pyspark import cloudpickle
     # Executors cannot import the tests directory: ship the probe source by value.
     cloudpickle.register_pickle_by_value(helpers.probes)
-    spark = sources.local_session("local-cluster[2,1,1024]", "splitsource-cluster-test")
-    sources.register(spark, WhereAmISource, sources.NumberSequenceSource)
+    spark = local_session("local-cluster[2,1,1024]", "splitsource-cluster-test")
+    register(spark, WhereAmISource, NumberSequenceSource)
     rows = spark.read.format("splitsource.whereami").option("splits", 8).load().collect()
     numbers = spark.read.format("splitsource.numbers").option("to", 99999).option("splits", 4)
     total = numbers.load().selectExpr("sum(value)").first()[0]
     from sources.kafka import KafkaSource
-    sources.register(spark, KafkaSource)
+    register(spark, KafkaSource)
     kafka = (spark.read.format("splitsource.kafka")
              .option("kafka.bootstrap.servers", os.environ["TEST_KAFKA_BOOTSTRAP"])
              .option("subscribe", os.environ["TEST_KAFKA_TOPIC"]).load())

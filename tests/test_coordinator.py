@@ -14,13 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from enumerators import CompletedCheckpoint, StaticSplitEnumerator
-from enumerators.admission import AdmissionLimits, fair_shares
-from enumerators.coordinator import OFFER_CHUNK, StreamCoordinator
-from enumerators.discovery import DiscoveryError
-from enumerators.state_store import StateStore
+from enumerators.rate import RateEnumerator, RateState
+from enumerators.runtime.admission import OFFER_CHUNK, AdmissionLimits, fair_shares
+from enumerators.runtime.coordinator import StreamCoordinator
+from enumerators.runtime.graceful_stop import GracefulStop
+from enumerators.runtime.state_store import StateStore
 from sources import DataLossError, SplitSourceError
-from sources.numbers import NumberSequenceSource, NumberSequenceSplit
-from sources.rate import RateEnumerator, RateSource, RateSplit, RateState
+from sources.errors import DiscoveryError
+from sources.numbers import NumberSequenceSource
+from sources.rate import RateSource
+from sources.splits.numbers import NumberSequenceSplit
+from sources.splits.rate import RateSplit
 
 
 def spark_json(offset: Mapping[str, Any]) -> dict[str, Any]:
@@ -301,18 +305,14 @@ def test_a_split_read_past_its_new_end_fails_or_is_replaced_by_the_enumerator(
 
 
 def test_a_graceful_stop_request_is_acknowledged_after_the_last_commit(tmp_path: Path) -> None:
-    from sources.stopping import _acknowledged
-
     store = StateStore(str(tmp_path / "state"))
     source = NumberSequenceSource(0, 999, 2)
     driver = SparkDriver(lambda: StreamCoordinator(source, AdmissionLimits(max_records=100), store))
     driver.run_batch(limited=True)
-    store.write_marker(
-        "stop-request", json.dumps({"token": "t", "expires_at": time.time() + 60}).encode()
-    )
+    token = GracefulStop(store).request(timeout=60)
 
     assert not driver.run_batch(limited=True)
-    assert _acknowledged(store, "t")
+    assert GracefulStop(store).acknowledged(token)
     assert len(driver.sink) == 100
 
 
@@ -419,15 +419,13 @@ def test_an_expired_stop_request_does_not_stall_the_query(tmp_path: Path) -> Non
 
 
 def test_a_stop_asked_before_the_first_batch_waits_for_that_batch(tmp_path: Path) -> None:
-    from sources.stopping import _acknowledged
-
     store = StateStore(str(tmp_path / "state"))
-    request = {"token": "t", "expires_at": time.time() + 60}
-    store.write_marker("stop-request", json.dumps(request).encode())
+    stop = GracefulStop(store)
+    token = stop.request(timeout=60)
     coordinator = StreamCoordinator(NumberSequenceSource(0, 9, 1), AdmissionLimits(), store)
     initial = spark_json(coordinator.initial_offset())
 
     first = spark_json(coordinator.latest_offset(initial, limited=True))  # Spark logs batch 0
-    assert not _acknowledged(store, "t")
+    assert not stop.acknowledged(token)
     assert coordinator.latest_offset(first, limited=True) == first
-    assert _acknowledged(store, "t")
+    assert stop.acknowledged(token)

@@ -12,7 +12,7 @@ import pytest
 from readers import FetcherSettings, RecordsBySplit, SplitFetcher, SplitReader, SplitsAddition
 from readers.numbers import NumberSequenceSplitReader
 from sources import ReaderError, SchemaMismatchError
-from sources.numbers import NumberSequenceSplit
+from sources.splits.numbers import NumberSequenceSplit
 
 SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
 

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import sources
 from sources.files import FileSource
+from sources.spark import register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,7 +25,7 @@ ROWS = 20_000
 
 @pytest.fixture(scope="module", autouse=True)
 def registered(spark: SparkSession) -> None:
-    sources.register(spark, FileSource)
+    register(spark, FileSource)
 
 
 def table(start: int = 0, rows: int = ROWS) -> pa.Table:

@@ -18,12 +18,12 @@ import pyarrow.parquet as pq
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-import sources
 from helpers.locked_files import LockedFilesSource
 from readers.formats import FormatOptions, read_range
 from sources.errors import InvalidOptionError
 from sources.files import FileSource
 from sources.options import parse_options
+from sources.spark import register
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,7 +35,7 @@ SCHEMA = "id bigint, name string"
 
 @pytest.fixture(scope="module", autouse=True)
 def registered(spark: SparkSession) -> None:
-    sources.register(spark, FileSource, LockedFilesSource)
+    register(spark, FileSource, LockedFilesSource)
 
 
 def read(spark: SparkSession, fmt: str, path: Path, schema: str = SCHEMA, **options: Any) -> Any:

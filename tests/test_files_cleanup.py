@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from enumerators.base import CompletedCheckpoint, EnumeratorContext
+from enumerators.base import CompletedCheckpoint, EnumeratorContext, ReadMode
 from sources.files import FileSource
 from sources.options import parse_options
-from sources.split import Boundedness
 
 
 class Crash(BaseException):
@@ -35,12 +34,14 @@ def test_a_crash_mid_cleanup_is_finished_after_restore_and_spares_uncommitted_fi
     for i in range(6):
         (incoming / f"f-{i}.txt").write_text(f"line {i}\n")
     source = source_for(incoming, clean, archive)
-    context = EnumeratorContext(Boundedness.CONTINUOUS_UNBOUNDED)
+    context = EnumeratorContext(ReadMode.STREAM)
     enumerator = source.create_enumerator(context)
     enumerator.handle_discovered_splits(enumerator.discover_more_splits())
     batch = enumerator.next_splits(3)  # f-0, f-1, f-2 are read by checkpoint 1
     logged = enumerator.snapshot_state(1)  # what the offset of checkpoint 1 holds
-    committed = CompletedCheckpoint(1, {}, frozenset(split.split_id for split in batch))
+    committed = CompletedCheckpoint(
+        1, {s.split_id: s for s in batch}, {}, frozenset(s.split_id for s in batch)
+    )
 
     calls: list[Any] = []
     operation = "rm_file" if clean == "delete" else "mv"

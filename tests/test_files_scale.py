@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from enumerators.admission import AdmissionLimits
-from enumerators.coordinator import StreamCoordinator
-from enumerators.state_store import StateStore
+from enumerators.runtime.admission import AdmissionLimits
+from enumerators.runtime.coordinator import StreamCoordinator
+from enumerators.runtime.state_store import StateStore
 from helpers.driving import Run, drive, logged
 from helpers.listing_fs import SHUFFLE, ListingFileSystem
 from sources.files import FileSource

@@ -18,23 +18,22 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
-from enumerators.admission import AdmissionLimits
-from enumerators.base import EnumeratorContext
-from enumerators.checkpoint import StreamOffset
-from enumerators.coordinator import StreamCoordinator
+from enumerators.base import EnumeratorContext, ReadMode
 from enumerators.files import FileEnumerator, FileEnumeratorState, ListedFile, Listing, split_file
-from enumerators.state_store import StateStore
+from enumerators.runtime.admission import AdmissionLimits
+from enumerators.runtime.coordinator import StreamCoordinator
+from enumerators.runtime.offsets import StreamOffset
+from enumerators.runtime.state_store import StateStore
 from helpers.driving import Run, drive, logged
 from helpers.listing_fs import ListingFileSystem
 from sources.files import FileEnumeratorStateSerializer, FileSource, FileSplit
 from sources.options import parse_options
 from sources.serialization import frame, unframe
-from sources.spark import plan_bounded
-from sources.split import Boundedness
+from sources.spark.datasource import plan_bounded
 
 GOLDEN = Path(__file__).parent / "golden"
 DAY = "/golden/in/day=2024-06-01"
-CONTEXT = EnumeratorContext(Boundedness.CONTINUOUS_UNBOUNDED)
+CONTEXT = EnumeratorContext(ReadMode.STREAM)
 MINUTE_MS = 60_000
 
 texts = st.text(max_size=30)

@@ -130,7 +130,7 @@ def test_commit_offsets_needs_a_group() -> None:
 
 
 def _stream_options() -> Any:
-    from sources.streaming import STREAM_OPTIONS
+    from sources.spark.stream_reader import STREAM_OPTIONS
 
     return STREAM_OPTIONS
 

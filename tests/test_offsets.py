@@ -9,13 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from enumerators.admission import AdmissionLimits
-from enumerators.checkpoint import SplitProgress, StreamOffset
-from enumerators.coordinator import StreamCoordinator
+from enumerators.rate import RateState, RateStateSerializer
+from enumerators.runtime.admission import AdmissionLimits
+from enumerators.runtime.coordinator import StreamCoordinator
+from enumerators.runtime.offsets import SplitProgress, StreamOffset
 from sources import CorruptDataError, NewerVersionError
-from sources.numbers import NumberSequenceSource, NumberSequenceSplit
-from sources.rate import RateSplit, RateSplitSerializer, RateState, RateStateSerializer
+from sources.numbers import NumberSequenceSource
 from sources.serialization import frame, unframe
+from sources.splits.numbers import NumberSequenceSplit
+from sources.splits.rate import RateSplit, RateSplitSerializer
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -262,7 +262,7 @@ def test_numbers_rejects_zero_splits_naming_the_option() -> None:
 
 
 def test_numbers_rejects_an_unknown_option_listing_its_own_and_the_read_options() -> None:
-    from sources.spark import READ_OPTIONS
+    from sources.spark.datasource import READ_OPTIONS
 
     with pytest.raises(InvalidOptionError) as caught:
         NumberSequenceSource.from_spark_options({"to": "9", "step": "2"}, READ_OPTIONS)
@@ -273,7 +273,7 @@ def test_numbers_rejects_an_unknown_option_listing_its_own_and_the_read_options(
 
 
 def test_numbers_returns_framework_options_beside_the_source() -> None:
-    from sources.spark import READ_OPTIONS
+    from sources.spark.datasource import READ_OPTIONS
 
     source, framework = NumberSequenceSource.from_spark_options(
         {"to": "9", "NUMPARTITIONS": "3", "maxPartitionBytes": "1m"}, READ_OPTIONS

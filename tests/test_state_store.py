@@ -24,7 +24,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from enumerators.state_store import StateStore, epoch_of
+from enumerators.runtime.state_store import StateStore, epoch_of
 from sources.errors import SplitSourceError, StateStoreError
 
 # --- fault injection at the filesystem boundary ------------------------------

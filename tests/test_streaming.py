@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-import sources
 from helpers.probes import NotifyingNumbersSource, notified_checkpoints
+from sources.rate import RateSource
+from sources.spark import cancel, register, stop_gracefully
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -22,7 +23,7 @@ TOTAL = 60_000
 
 @pytest.fixture(scope="module", autouse=True)
 def registered(spark: SparkSession) -> None:
-    sources.register(spark, sources.RateSource, NotifyingNumbersSource)
+    register(spark, RateSource, NotifyingNumbersSource)
 
 
 def numbers_stream(
@@ -148,14 +149,14 @@ def test_rate_source_streams_until_stopped_gracefully_and_a_restart_replays_noth
     query = to_parquet(df, tmp_path, processingTime="200 milliseconds")
     wait_for(lambda: len(data_batches(query)) >= 3)
 
-    sources.stop_gracefully(query, state, timeout=120)
+    stop_gracefully(query, state, timeout=120)
 
     checkpoint = tmp_path / "checkpoint"
     assert last_batch(checkpoint / "offsets") == last_batch(checkpoint / "commits")
     rows = spark.read.parquet(str(tmp_path / "out")).count()
     restarted = to_parquet(df, tmp_path, processingTime="200 milliseconds")
     wait_for(lambda: len(data_batches(restarted)) >= 1)
-    sources.stop_gracefully(restarted, state, timeout=120)
+    stop_gracefully(restarted, state, timeout=120)
     values = (
         spark.read.parquet(str(tmp_path / "out"))
         .selectExpr("count(*)", "count(distinct value)")
@@ -182,7 +183,7 @@ def test_cancel_then_restart_replays_the_open_batch_exactly_once(
     query = to_parquet(df, tmp_path, processingTime="0 seconds")
     wait_for(lambda: len(data_batches(query)) >= 3)
 
-    sources.cancel(query)
+    cancel(query)
     run_to_end(df, tmp_path, availableNow=True)
 
     assert_sink_holds_each_number_once(spark, tmp_path, TOTAL)

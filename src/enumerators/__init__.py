@@ -1,9 +1,15 @@
-"""Split enumerators: the driver-side half of a source."""
+"""Split enumerators: the driver-side half of a source.
+
+The enumerator API (this package's exports), the packaged connectors'
+enumerators (:mod:`.numbers`, :mod:`.rate`, :mod:`.files`, :mod:`.kafka`) and
+the streaming runtime that drives an enumerator (:mod:`.runtime`).
+"""
 
 from enumerators.base import (
     CompletedCheckpoint,
     EnumeratorContext,
     PeriodicSplitEnumerator,
+    ReadMode,
     SplitEnumerator,
 )
 from enumerators.static import StaticSplitEnumerator
@@ -12,6 +18,7 @@ __all__ = [
     "CompletedCheckpoint",
     "EnumeratorContext",
     "PeriodicSplitEnumerator",
+    "ReadMode",
     "SplitEnumerator",
     "StaticSplitEnumerator",
 ]

@@ -9,52 +9,71 @@ from one driver thread, except ``discover_more_splits`` (see below).
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from sources.errors import DataLossError
-
-if TYPE_CHECKING:
-    from sources.split import Boundedness
+from sources.split import Boundedness, SourceSplit
 
 __all__ = [
     "CompletedCheckpoint",
     "EnumeratorContext",
     "PeriodicSplitEnumerator",
+    "ReadMode",
     "SplitEnumerator",
 ]
 
-SplitT = TypeVar("SplitT", bound="SourceSplit")
+SplitT = TypeVar("SplitT", bound=SourceSplit)
 StateT = TypeVar("StateT")
+DiscoveryT = TypeVar("DiscoveryT")
 
-if TYPE_CHECKING:
-    from sources.split import SourceSplit
+
+class ReadMode(enum.Enum):
+    """The kind of read an enumerator serves."""
+
+    BATCH = "batch"
+    """``spark.read``: every split is read to its ``end_position()`` in one job, so every
+    split handed out must be bounded; the enumerator must reach its end of input."""
+
+    STREAM = "stream"
+    """``spark.readStream``: micro-batches read unbounded splits up to
+    ``latest_positions``, for as long as the query runs."""
+
+    AVAILABLE_NOW = "available-now"
+    """``spark.readStream`` with ``Trigger.AvailableNow``: micro-batches as under
+    ``STREAM``, up to what was available when the run started."""
+
+    @property
+    def boundedness(self) -> Boundedness:
+        """``BOUNDED`` unless the read runs until stopped (``STREAM``)."""
+        if self is ReadMode.STREAM:
+            return Boundedness.CONTINUOUS_UNBOUNDED
+        return Boundedness.BOUNDED
 
 
 @dataclass(frozen=True)
 class EnumeratorContext:
     """What the framework tells an enumerator about the read it serves."""
 
-    boundedness: Boundedness
-    """``BOUNDED`` for ``spark.read`` and AvailableNow: the enumerator must reach an end."""
-
-    micro_batches: bool = False
-    """True under ``spark.readStream`` (AvailableNow included): every micro-batch reads an
-    unbounded split only up to ``latest_positions``. False under ``spark.read``, which reads
-    each split to its ``end_position()``, so every split handed out must be bounded."""
+    mode: ReadMode
+    """Batch, stream or AvailableNow: see :class:`ReadMode`."""
 
 
 @dataclass(frozen=True)
-class CompletedCheckpoint:
+class CompletedCheckpoint(Generic[SplitT]):
     """A checkpoint Spark has durably committed, as ``notify_checkpoint_complete`` sees it."""
 
     checkpoint_id: int
     """The id ``snapshot_state`` was called with for this checkpoint."""
 
+    splits: Mapping[str, SplitT]
+    """Every split being read at this checkpoint, by split id."""
+
     positions: Mapping[str, int]
-    """The position reached by each split being read at this checkpoint, by split id."""
+    """The position reached by each of ``splits``, by split id."""
 
     finished: frozenset[str]
     """The ids of the splits read to their end by this checkpoint (and not before)."""
@@ -125,7 +144,7 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
             "after they were planned, and continuing would skip records silently."
         )
 
-    def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint) -> None:
+    def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint[SplitT]) -> None:
         """Spark durably committed the batch that ended at ``checkpoint``.
 
         Side effects that must follow a commit (archiving read files, committing
@@ -140,21 +159,23 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         """Release what ``start`` opened. Always called, also after a failure."""
 
 
-class PeriodicSplitEnumerator(SplitEnumerator[SplitT, StateT]):
+class PeriodicSplitEnumerator(SplitEnumerator[SplitT, StateT], Generic[SplitT, StateT, DiscoveryT]):
     """An enumerator whose splits are found over time, by polling an outside system.
 
     ``discover_more_splits`` is called every ``discoveryInterval`` (a read option),
     possibly on a background thread while the other methods run; it must only
-    read the outside system, not change the enumerator. Its result is handed to
-    ``handle_discovered_splits`` on the enumerator's own thread. Under
-    ``spark.read`` and AvailableNow it is called exactly once, before planning:
-    that single discovery is what "available now" means.
+    read the outside system, not change the enumerator. Its result, of any type
+    ``DiscoveryT`` (the splits found, or cheaper rows that become splits when
+    handed out), is handed to ``handle_discovered_splits`` on the enumerator's
+    own thread, once per discovery. Under ``spark.read`` and AvailableNow it is
+    called exactly once, before planning: that single discovery is what
+    "available now" means.
     """
 
     @abstractmethod
-    def discover_more_splits(self) -> Sequence[SplitT]:
-        """Ask the outside system for splits; may block. Must not change enumerator state."""
+    def discover_more_splits(self) -> DiscoveryT:
+        """Ask the outside system what there is to read; may block. Must not change state."""
 
     @abstractmethod
-    def handle_discovered_splits(self, splits: Sequence[SplitT]) -> None:
-        """Add the result of a discovery to the pending splits, skipping those already known."""
+    def handle_discovered_splits(self, discovered: DiscoveryT) -> None:
+        """Add the result of one discovery to the pending splits, skipping what is known."""

@@ -229,7 +229,7 @@ class DiscoveredFiles(Sequence["FileSplit"]):
         return split_file(self.files[index], splittable=False, target_bytes=0)[0]
 
 
-class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState]):
+class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState, "DiscoveredFiles"]):
     """Lists files at each discovery and hands out, oldest first, the splits of files not seen.
 
     The files of the last listing wait in memory in hand-out order and are cut
@@ -269,7 +269,8 @@ class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState]):
     def discover_more_splits(self) -> DiscoveredFiles:
         return DiscoveredFiles(self._listing.files(self._fs))
 
-    def handle_discovered_splits(self, splits: Sequence[FileSplit]) -> None:
+    def handle_discovered_splits(self, discovered: Sequence[FileSplit]) -> None:
+        splits = discovered
         files = splits.files if isinstance(splits, DiscoveredFiles) else _files_of(splits)
         # The newest file decides, as in Spark: also among those just found, so that
         # the first discovery already ignores files maxFileAge older than the newest.
@@ -339,7 +340,7 @@ class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState]):
             partly_out, dict(self._seen), tuple(self._to_clean), self._newest_ms
         )
 
-    def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint) -> None:
+    def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint[FileSplit]) -> None:
         if self._cleanup is None:
             return
         for split_id in sorted(checkpoint.finished):

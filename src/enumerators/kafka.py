@@ -65,7 +65,9 @@ _TRANSIENT = frozenset(
 _REQUEST_TIMEOUT = 30.0
 
 
-class KafkaEnumerator(PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumeratorState]):
+class KafkaEnumerator(
+    PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumeratorState, list[KafkaPartitionSplit]]
+):
     """Discovers the selected partitions; ``bounded`` gives every split its ending offset."""
 
     def __init__(self, source: KafkaSource, state: KafkaEnumeratorState, bounded: bool) -> None:
@@ -103,7 +105,8 @@ class KafkaEnumerator(PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumerat
         ends = self.admin.resolve(new, self._end_request, fail_when_missing=False)
         return [self._bounded_split(tp, starts[tp], ends[tp]) for tp in new]
 
-    def handle_discovered_splits(self, splits: Sequence[KafkaPartitionSplit]) -> None:
+    def handle_discovered_splits(self, discovered: list[KafkaPartitionSplit]) -> None:
+        splits = discovered
         for split in splits:
             if split.topic_partition not in self._known:
                 self._known.add(split.topic_partition)
@@ -152,7 +155,9 @@ class KafkaEnumerator(PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumerat
         log.warning("%s; failOnDataLoss=false, so it is read again from offset %d", lost, start)
         return KafkaPartitionSplit(tp[0], tp[1], start)
 
-    def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint) -> None:
+    def notify_checkpoint_complete(
+        self, checkpoint: CompletedCheckpoint[KafkaPartitionSplit]
+    ) -> None:
         if not self._source.settings["commitOffsets"] or not checkpoint.positions:
             return
         offsets = {}

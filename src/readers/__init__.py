@@ -1,4 +1,9 @@
-"""Split readers and the executor-side runtime that drives them."""
+"""Split readers: the executor-side half of a source.
+
+The reader API (this package's exports), the reader runtime that drives a
+reader in a Spark task (:mod:`.fetcher`, :mod:`.arrow`), and the packaged
+connectors' readers (:mod:`.numbers`, :mod:`.rate`, :mod:`.files`, :mod:`.kafka`).
+"""
 
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.fetcher import FetcherSettings, SplitFetcher

@@ -1,74 +1,12 @@
-"""Split readers whose records are computed from their positions: Arrow batches of longs."""
+"""The split reader of ``splitsource.numbers``."""
 
 from __future__ import annotations
 
-import threading
-from collections import deque
-from typing import TYPE_CHECKING, TypeVar
+from readers.positions import PositionRangeReader
+from sources.splits.numbers import NumberSequenceSplit
 
-import numpy as np
-import pyarrow as pa
-
-from readers.base import RecordsBySplit, SplitReader, SplitsAddition
-
-if TYPE_CHECKING:
-    from sources.numbers import NumberSequenceSplit  # noqa: F401 - named in a string below
-    from sources.split import SourceSplit
-
-__all__ = ["NumberSequenceSplitReader", "PositionRangeReader"]
-
-CHUNK_ROWS = 1 << 16
-SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
-
-SplitT = TypeVar("SplitT", bound="SourceSplit")
+__all__ = ["NumberSequenceSplitReader"]
 
 
-class PositionRangeReader(SplitReader[SplitT]):
-    """Reads bounded splits one after the other, ``CHUNK_ROWS`` positions per fetch.
-
-    The ``value`` of the record at a position is ``values(split, positions)``.
-    Nothing here blocks, so ``fetch`` returns at once and ``wakeup`` has
-    nothing to interrupt.
-    """
-
-    def __init__(self) -> None:
-        self._splits: deque[SplitT] = deque()
-        self._next_position: int | None = None
-        self._lock = threading.Lock()
-
-    def values(self, split: SplitT, positions: np.ndarray) -> np.ndarray:
-        """The values of the records at ``positions`` (int64) of ``split``."""
-        return positions
-
-    def handle_splits_changes(self, change: SplitsAddition[SplitT]) -> None:
-        with self._lock:
-            self._splits.extend(change.splits)
-
-    def fetch(self, timeout: float) -> RecordsBySplit:
-        with self._lock:
-            if not self._splits:
-                return RecordsBySplit()
-            split = self._splits[0]
-            end = split.end_position()
-            assert end is not None, "a split is read in bounded ranges"
-            start = split.start_position() if self._next_position is None else self._next_position
-            stop = min(end, start + CHUNK_ROWS)
-            finished = frozenset({split.split_id}) if stop >= end else frozenset()
-            if finished:
-                self._splits.popleft()
-                self._next_position = None
-            else:
-                self._next_position = stop
-        batches = []
-        if stop > start:
-            positions = np.arange(stop - start, dtype=np.int64) + np.int64(start)
-            values = pa.array(self.values(split, positions))
-            batches.append(pa.RecordBatch.from_arrays([values], schema=SCHEMA))
-        return RecordsBySplit({split.split_id: batches}, finished)
-
-    def wakeup(self) -> None:
-        """Nothing to wake: ``fetch`` never blocks."""
-
-
-class NumberSequenceSplitReader(PositionRangeReader["NumberSequenceSplit"]):
-    """The reader of ``splitsource.numbers``: each number is its own position."""
+class NumberSequenceSplitReader(PositionRangeReader[NumberSequenceSplit]):
+    """Each number is its own position."""

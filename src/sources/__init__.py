@@ -1,24 +1,35 @@
 """splitsource: Flink's FLIP-27 Source API for PySpark.
 
-The author-facing API (:class:`Source`, :class:`SourceSplit`,
-:class:`Boundedness`, :class:`SimpleVersionedSerializer`, :class:`Option`),
-the Spark binding (:func:`register`) and the packaged sources.
+This package exports the author-facing API of a source and every error
+splitsource raises. The other rooms:
+
+- :mod:`enumerators` and :mod:`readers`: the driver-side and executor-side
+  halves a connector implements (``SplitEnumerator``, ``SplitReader``), with
+  the packaged connectors' enumerators and readers;
+- :mod:`sources.spark`: the Spark binding (``register``, ``local_session``,
+  ``stop_gracefully``, ``cancel``);
+- the packaged sources, each in its module: :mod:`sources.numbers`,
+  :mod:`sources.rate`, :mod:`sources.files`, :mod:`sources.kafka`.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-from sources.api import Source
+from sources.api import FORMAT_PREFIX, Source
 from sources.errors import (
     CorruptDataError,
+    CorruptFileError,
     DataLossError,
+    DiscoveryError,
+    FileReadError,
     InvalidOptionError,
+    KafkaConnectionError,
+    KafkaDataLossError,
+    MalformedRecordError,
+    MissingFileError,
     NewerVersionError,
     ReaderError,
     SchemaMismatchError,
     SerializationError,
     SplitSourceError,
+    StateStoreError,
     UnsupportedBoundednessError,
     UnsupportedSparkVersionError,
 )
@@ -26,23 +37,22 @@ from sources.options import Option, Options
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
 
-if TYPE_CHECKING:
-    from sources.numbers import NumberSequenceSource
-    from sources.rate import RateSource
-    from sources.session import local_session
-    from sources.spark import register
-    from sources.stopping import cancel, stop_gracefully
-
 __all__ = [
+    "FORMAT_PREFIX",
     "Boundedness",
     "CorruptDataError",
+    "CorruptFileError",
     "DataLossError",
+    "DiscoveryError",
+    "FileReadError",
     "InvalidOptionError",
+    "KafkaConnectionError",
+    "KafkaDataLossError",
+    "MalformedRecordError",
+    "MissingFileError",
     "NewerVersionError",
-    "NumberSequenceSource",
     "Option",
     "Options",
-    "RateSource",
     "ReaderError",
     "SchemaMismatchError",
     "SerializationError",
@@ -50,29 +60,7 @@ __all__ = [
     "Source",
     "SourceSplit",
     "SplitSourceError",
+    "StateStoreError",
     "UnsupportedBoundednessError",
     "UnsupportedSparkVersionError",
-    "cancel",
-    "local_session",
-    "register",
-    "stop_gracefully",
 ]
-
-# These import pyspark and the concrete connectors; loading them lazily keeps
-# `import enumerators` / `import readers` free of import cycles through here.
-_LAZY = {
-    "NumberSequenceSource": "sources.numbers",
-    "RateSource": "sources.rate",
-    "local_session": "sources.session",
-    "register": "sources.spark",
-    "cancel": "sources.stopping",
-    "stop_gracefully": "sources.stopping",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'sources' has no attribute {name!r}")

@@ -60,7 +60,7 @@ class Source(ABC, Generic[SplitT, StateT]):
     default_max_partition_bytes: ClassVar[int | None] = None
     """The partition size when the user gives neither ``maxPartitionBytes`` nor
     ``numPartitions``; a smaller input is spread over the session's cores instead
-    (:func:`~sources.planning.pack_for_cores`). ``None`` puts each split in its own
+    (:func:`~sources.spark.partitions.pack_for_cores`). ``None`` puts each split in its own
     partition. Sources of many small splits (files) set it so that they share one."""
 
     default_max_records_per_batch: ClassVar[int | None] = None

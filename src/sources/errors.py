@@ -12,6 +12,7 @@ __all__ = [
     "CorruptDataError",
     "CorruptFileError",
     "DataLossError",
+    "DiscoveryError",
     "FileReadError",
     "InvalidOptionError",
     "KafkaConnectionError",
@@ -74,6 +75,10 @@ class ReaderError(SplitSourceError, RuntimeError):
 
 class StateStoreError(SplitSourceError, RuntimeError):
     """The driver-side state store cannot write or give back an enumerator-state artifact."""
+
+
+class DiscoveryError(SplitSourceError, RuntimeError):
+    """Finding new splits failed on the driver."""
 
 
 class FileReadError(SplitSourceError, OSError):

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from enumerators.base import EnumeratorContext
+from enumerators.base import EnumeratorContext, ReadMode
 from enumerators.files import FileEnumerator, FileEnumeratorState, ListedFile, Listing, split_file
 from readers.files import FileSplitReader, SkipPolicy
 from readers.formats import MODES, FormatOptions, infer_schema, is_splittable
@@ -399,8 +399,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
     def create_enumerator(self, context: EnumeratorContext) -> FileEnumerator:
         # A bounded enumerator made fresh is a spark.read, which reads files of any age
         # (maxFileAge is a stream option); streams, AvailableNow included, restore theirs.
-        bounded = context.boundedness is Boundedness.BOUNDED
-        return self._enumerator(FileEnumeratorState(), streaming=not bounded)
+        return self._enumerator(FileEnumeratorState(), streaming=context.mode is not ReadMode.BATCH)
 
     def restore_enumerator(
         self, context: EnumeratorContext, state: FileEnumeratorState

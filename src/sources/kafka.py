@@ -341,9 +341,10 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
     def restore_enumerator(
         self, context: EnumeratorContext, state: KafkaEnumeratorState
     ) -> KafkaEnumerator:
+        from enumerators.base import ReadMode
         from enumerators.kafka import KafkaEnumerator
 
-        return KafkaEnumerator(self, state, bounded=not context.micro_batches)
+        return KafkaEnumerator(self, state, bounded=context.mode is ReadMode.BATCH)
 
     def create_reader(self, schema: pa.Schema) -> KafkaSplitReader:
         from readers.kafka import KafkaSplitReader

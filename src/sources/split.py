@@ -6,7 +6,10 @@ import enum
 from abc import ABC, abstractmethod
 from typing import Self
 
-__all__ = ["Boundedness", "SourceSplit"]
+__all__ = ["UNKNOWN_SPLIT_BYTES", "Boundedness", "SourceSplit"]
+
+UNKNOWN_SPLIT_BYTES = 4 << 20
+"""Size assumed for a split that cannot estimate its own (Spark's file open cost)."""
 
 
 class Boundedness(enum.Enum):

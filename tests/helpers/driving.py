@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from enumerators.coordinator import StreamCoordinator
-from enumerators.state_store import StateStore
+from enumerators.runtime.coordinator import StreamCoordinator
+from enumerators.runtime.state_store import StateStore
 
 
 def logged(offset: Any) -> Any:

@@ -58,15 +58,16 @@ def stand_by(go_file: Path) -> str:
 
 def run(settings: dict[str, Any]) -> dict[str, Any]:
     """Run the query as ``settings`` say, until the input is exhausted."""
-    import sources
+    from sources.numbers import NumberSequenceSource
+    from sources.spark import local_session, register
 
-    spark = sources.local_session(
+    spark = local_session(
         settings.get("master", "local[2]"), "splitsource-kill-job", conf=QUICK_JVM
     )
     from sources.files import FileSource
     from sources.kafka import KafkaSource
 
-    source_classes: list[Any] = [sources.NumberSequenceSource, FileSource, KafkaSource]
+    source_classes: list[Any] = [NumberSequenceSource, FileSource, KafkaSource]
     if settings.get("format", "").startswith("killonce"):
         from pyspark import cloudpickle
 
@@ -76,7 +77,7 @@ def run(settings: dict[str, Any]) -> dict[str, Any]:
         # Ship the test source by value: workers need not import the tests directory.
         cloudpickle.register_pickle_by_value(helpers.kill_sources)
         source_classes += [KillOnceSource, KillOnceKafkaSource]
-    sources.register(spark, *source_classes)
+    register(spark, *source_classes)
 
     format_name = f"splitsource.{settings.get('format', 'numbers')}"
     options = {key: str(value) for key, value in settings.get("options", {}).items()}

@@ -1,21 +1,20 @@
 """Stopping a splitsource stream: gracefully (nothing to replay) or at once.
 
 A graceful stop asks the driver-side stream reader, through the state store
-at ``stateLocation``, to stop admitting data. The reader answers at its next
-planning call, which Spark makes only once the batch in flight has committed;
-it runs that batch's commit-time side effects, admits nothing more and
-acknowledges. Only then is the query stopped, so a restart replays nothing.
+at ``stateLocation``, to stop admitting data
+(:mod:`enumerators.runtime.graceful_stop` has the protocol). The reader answers
+at its next planning call, which Spark makes only once the batch in flight has
+committed; it runs that batch's commit-time side effects, admits nothing more
+and acknowledges. Only then is the query stopped, so a restart replays nothing.
 """
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from typing import TYPE_CHECKING
 
-from enumerators.coordinator import STOP_ACK, STOP_REQUEST
-from enumerators.state_store import StateStore
+from enumerators.runtime.graceful_stop import GracefulStop
+from enumerators.runtime.state_store import StateStore
 from sources.errors import SplitSourceError
 
 if TYPE_CHECKING:
@@ -32,13 +31,11 @@ def stop_gracefully(query: StreamingQuery, state_location: str, timeout: float =
     Raises :class:`SplitSourceError` if the stream does not acknowledge within
     ``timeout`` seconds (the query is left running).
     """
-    store = StateStore(state_location)
-    token = uuid.uuid4().hex
-    request = {"token": token, "expires_at": time.time() + timeout}
-    store.write_marker(STOP_REQUEST, json.dumps(request).encode())
+    stop = GracefulStop(StateStore(state_location))
+    token = stop.request(timeout)
     try:
         deadline = time.monotonic() + timeout
-        while not _acknowledged(store, token):
+        while not stop.acknowledged(token):
             if not query.isActive:
                 return
             if time.monotonic() > deadline:
@@ -50,8 +47,7 @@ def stop_gracefully(query: StreamingQuery, state_location: str, timeout: float =
             time.sleep(0.1)
         query.stop()
     finally:
-        store.delete_marker(STOP_REQUEST)
-        store.delete_marker(STOP_ACK)
+        stop.clear()
 
 
 def cancel(query: StreamingQuery) -> None:
@@ -61,8 +57,3 @@ def cancel(query: StreamingQuery) -> None:
     record is still written exactly once.
     """
     query.stop()
-
-
-def _acknowledged(store: StateStore, token: str) -> bool:
-    ack = store.read_marker(STOP_ACK)
-    return ack is not None and json.loads(ack).get("token") == token

@@ -1,40 +1,36 @@
 """Periodic split discovery on a background driver thread (FLIP-27's callAsync).
 
-The thread calls ``discover_more_splits`` at once and then every interval; its
-results wait in a queue until the enumerator's own thread takes them with
-``drain``. Planning a micro-batch never waits for a discovery in progress. A
-failed discovery stops the thread and is raised by the next ``drain``, so the
-query fails with the cause instead of silently finding nothing more.
+The thread calls ``discover`` (an enumerator's ``discover_more_splits``) at once
+and then every interval; its results, of any type ``T``, wait in a queue until
+the enumerator's own thread takes them with ``drain``. Planning a micro-batch
+never waits for a discovery in progress. A failed discovery stops the thread
+and is raised by the next ``drain``, so the query fails with the cause instead
+of silently finding nothing more.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
-from enumerators.base import PeriodicSplitEnumerator
-from sources.errors import SplitSourceError
+from sources.errors import DiscoveryError
 
-__all__ = ["DiscoveryError", "PeriodicDiscovery"]
+__all__ = ["PeriodicDiscovery"]
 
-
-class DiscoveryError(SplitSourceError, RuntimeError):
-    """Finding new splits failed on the driver."""
+T = TypeVar("T")
 
 
-class PeriodicDiscovery:
-    """Runs ``enumerator.discover_more_splits`` every ``interval`` seconds on a daemon thread."""
+class PeriodicDiscovery(Generic[T]):
+    """Runs ``discover`` every ``interval`` seconds on a daemon thread; ``source`` names it."""
 
-    def __init__(
-        self, enumerator: PeriodicSplitEnumerator[Any, Any], interval: float, source: str
-    ) -> None:
-        self._enumerator = enumerator
+    def __init__(self, discover: Callable[[], T], interval: float, source: str) -> None:
+        self._discover = discover
         self._interval = interval
         self._source = source
-        self._results: queue.Queue[Sequence[Any]] = queue.Queue()
-        self._failure: BaseException | None = None
+        self._results: queue.Queue[T] = queue.Queue()
+        self._failure: Exception | None = None
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"splitsource-discovery-{source}", daemon=True
@@ -44,7 +40,7 @@ class PeriodicDiscovery:
         """Start discovering; the first discovery begins at once."""
         self._thread.start()
 
-    def drain(self) -> list[Sequence[Any]]:
+    def drain(self) -> list[T]:
         """The results of the discoveries finished since the last call, oldest first."""
         results = []
         while True:
@@ -68,8 +64,8 @@ class PeriodicDiscovery:
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
-                found = self._enumerator.discover_more_splits()
-            except BaseException as error:
+                found = self._discover()
+            except Exception as error:
                 self._failure = error
                 return
             self._results.put(found)

@@ -1,4 +1,4 @@
-"""The Spark binding: a registered :class:`~sources.api.Source` as a Python data source.
+"""A registered :class:`~sources.api.Source` as a Python data source, and its bounded read.
 
 ``register(spark, MySource)`` makes ``spark.read.format("splitsource.<name>")``
 work. On the driver, the data source validates the options at ``load()`` and
@@ -22,17 +22,21 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, SplitEnumerator
+from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode, SplitEnumerator
 from readers.fetcher import FetcherSettings
 from sources.api import Source
 from sources.errors import SplitSourceError, UnsupportedBoundednessError
 from sources.options import Option
-from sources.partitions import SplitPartitionReading
-from sources.session import check_spark_version, use_this_python
+from sources.spark.partitions import SplitPartitionReading
+from sources.spark.session import check_spark_version, use_this_python
+from sources.spark.stream_reader import (
+    STREAM_OPTIONS,
+    SplitSourceStreamReader,
+    check_stream_options,
+)
 from sources.split import Boundedness
-from sources.streaming import STREAM_OPTIONS, SplitSourceStreamReader, check_stream_options
 
-__all__ = ["READ_OPTIONS", "register"]
+__all__ = ["READ_OPTIONS", "data_source_for", "plan_bounded", "register"]
 
 _DEFAULTS = FetcherSettings()
 
@@ -137,7 +141,7 @@ class BoundedSourceReader(SplitPartitionReading, DataSourceReader):
 def plan_bounded(source: Source[Any, Any]) -> list[Any]:
     """Every split of a bounded read, in the order the enumerator hands them out."""
     enumerator: SplitEnumerator[Any, Any] = source.create_enumerator(
-        EnumeratorContext(Boundedness.BOUNDED)
+        EnumeratorContext(ReadMode.BATCH)
     )
     enumerator.start()
     try:

@@ -1,8 +1,11 @@
 """Spark partitions of splits, shared by bounded and streaming reads.
 
-On the driver, splits are packed into :class:`SplitPartition`s, each carrying
-its splits in the versioned frame; on an executor, a partition is read through
-the reader runtime (:mod:`readers.fetcher`).
+On the driver, splits are packed into :class:`SplitPartition`s, balanced by
+estimated size, each carrying its splits in the versioned frame; on an
+executor, a partition is read through the reader runtime
+(:mod:`readers.fetcher`). Packing is deterministic: the same splits in the
+same order always give the same partitions, which is what makes a re-planned
+batch read the same records.
 """
 
 from __future__ import annotations
@@ -13,16 +16,22 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from readers.fetcher import FetcherSettings, SplitFetcher
 from sources.api import Source
 from sources.options import Options
-from sources.planning import pack, pack_for_cores
 from sources.serialization import frame, unframe
-from sources.split import SourceSplit
+from sources.split import UNKNOWN_SPLIT_BYTES, SourceSplit
 
-__all__ = ["SplitPartition", "SplitPartitionReading", "arrow_schema"]
+__all__ = [
+    "SplitPartition",
+    "SplitPartitionReading",
+    "arrow_schema",
+    "pack",
+    "pack_for_cores",
+]
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,7 @@ class SplitPartitionReading:
 
     Holds configuration only, so that Spark can pickle it into every task.
     ``parallelism`` is the session's default parallelism (its cores); the default
-    packing (:func:`~sources.planning.pack_for_cores`) gives each of them work.
+    packing (:func:`pack_for_cores`) gives each of them work.
     """
 
     def __init__(
@@ -98,7 +107,69 @@ class SplitPartitionReading:
 
 def arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema Spark expects from a Python data source with ``schema``."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     result: pa.Schema = to_arrow_schema(schema, timezone="UTC")
     return result
+
+
+def pack(
+    sizes: Sequence[int | None],
+    num_partitions: int | None = None,
+    max_partition_bytes: int | None = None,
+) -> list[list[int]]:
+    """Group split indexes into partitions.
+
+    With ``num_partitions``, the splits go into that many partitions (fewer if
+    there are fewer splits), largest first into the lightest. Otherwise, with
+    ``max_partition_bytes``, consecutive splits share a partition while it
+    stays within that size. With neither, each split is its own partition.
+    Indexes within a partition keep their input order.
+    """
+    weights = [UNKNOWN_SPLIT_BYTES if size is None else size for size in sizes]
+    if not weights:
+        return []
+    if num_partitions is not None:
+        return _balanced(weights, num_partitions)
+    if max_partition_bytes is not None:
+        return _consecutive(weights, max_partition_bytes)
+    return [[index] for index in range(len(weights))]
+
+
+def pack_for_cores(
+    sizes: Sequence[int | None], max_partition_bytes: int, parallelism: int
+) -> list[list[int]]:
+    """Group split indexes so that ``parallelism`` cores all get work: the default packing.
+
+    An input of at most ``max_partition_bytes`` per core is spread over
+    ``parallelism`` partitions balanced by size (as ``pack`` does with
+    ``num_partitions``), so that a small read does not run on one core; a larger
+    one is packed consecutively into partitions of at most ``max_partition_bytes``.
+    """
+    weights = [UNKNOWN_SPLIT_BYTES if size is None else size for size in sizes]
+    if not weights:
+        return []
+    if sum(weights) <= max_partition_bytes * parallelism:
+        return _balanced(weights, parallelism)
+    return _consecutive(weights, max_partition_bytes)
+
+
+def _balanced(weights: list[int], num_partitions: int) -> list[list[int]]:
+    count = min(num_partitions, len(weights))
+    loads = [0] * count
+    bins: list[list[int]] = [[] for _ in range(count)]
+    for index in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
+        lightest = min(range(count), key=lambda b: (loads[b], len(bins[b]), b))
+        bins[lightest].append(index)
+        loads[lightest] += weights[index]
+    return [sorted(members) for members in bins]
+
+
+def _consecutive(weights: list[int], max_bytes: int) -> list[list[int]]:
+    bins: list[list[int]] = [[]]
+    load = 0
+    for index, weight in enumerate(weights):
+        if bins[-1] and load + weight > max_bytes:
+            bins.append([])
+            load = 0
+        bins[-1].append(index)
+        load += weight
+    return bins

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import sources
 from sources.files import FileSource
+from sources.spark import local_session, register, stop_gracefully
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="splitsource-demo-"))
     incoming, table = work / "incoming", work / "orders"
     incoming.mkdir()
-    spark = sources.local_session("local[2]", "splitsource-demo")
-    sources.register(spark, FileSource)
+    spark = local_session("local[2]", "splitsource-demo")
+    register(spark, FileSource)
 
     orders = (
         spark.readStream.format("splitsource.files")
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
                 )
         shown = len(query.recentProgress)
         time.sleep(1.0)
-    sources.stop_gracefully(query, str(work / "state"))
+    stop_gracefully(query, str(work / "state"))
     print("stopped gracefully: the last batch is committed, a restart would replay nothing")
 
     summary = spark.read.parquet(str(table)).selectExpr(

@@ -15,52 +15,39 @@ enumerator has not been told about: the last batch of an AvailableNow run is
 completed by the final ``latestOffset`` that finds no more data, and the last
 batch of a stopped query by the first call of the next run. A batch that
 failed is never passed as a start, so its side effects never run.
+
+The coordinator only orchestrates; admission (:mod:`.admission`), the
+AvailableNow target (:mod:`.available_now`), where the state lives
+(:mod:`.state_spill`) and the graceful stop (:mod:`.graceful_stop`) are
+objects of their own.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from enumerators.admission import AdmissionLimits, fair_shares
 from enumerators.base import (
     CompletedCheckpoint,
     EnumeratorContext,
     PeriodicSplitEnumerator,
+    ReadMode,
     SplitEnumerator,
 )
-from enumerators.checkpoint import SplitProgress, StreamOffset
-from enumerators.discovery import PeriodicDiscovery
+from enumerators.runtime.admission import Admission, AdmissionLimits
+from enumerators.runtime.available_now import AvailableNowTarget
+from enumerators.runtime.discovery import PeriodicDiscovery
+from enumerators.runtime.graceful_stop import GracefulStop
+from enumerators.runtime.offsets import SplitProgress, StreamOffset
+from enumerators.runtime.state_spill import INLINE_STATE_LIMIT, StateSpill
+from enumerators.runtime.state_store import StateStore
+from sources.api import Source
 from sources.errors import SplitSourceError
-from sources.planning import UNKNOWN_SPLIT_BYTES
 from sources.serialization import frame, unframe
-from sources.split import Boundedness, SourceSplit
+from sources.split import SourceSplit
 
-if TYPE_CHECKING:
-    from enumerators.state_store import StateStore
-    from sources.api import Source
-
-STOP_REQUEST = "stop-request"
-STOP_ACK = "stop-ack"
-
-__all__ = ["INLINE_STATE_LIMIT", "StreamCoordinator"]
-
-INLINE_STATE_LIMIT = 8 << 10
-"""Framed enumerator state up to this size lives in the offset; larger goes to the state store."""
-
-OFFER_CHUNK = 1024
-"""Splits asked of the enumerator at a time when only a byte budget limits a batch."""
-
-
-@dataclass(frozen=True)
-class _Target:
-    """What "available now" means for one AvailableNow run."""
-
-    split_ids: frozenset[str]
-    positions: Mapping[str, int]
+__all__ = ["StreamCoordinator"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +57,11 @@ class _Active:
     framed: bytes
     split: SourceSplit
     position: int
+
+    @property
+    def finished(self) -> bool:
+        end = self.split.end_position()
+        return end is not None and self.position >= end
 
 
 class StreamCoordinator:
@@ -85,37 +77,36 @@ class StreamCoordinator:
     ) -> None:
         self._source = source
         self._name = source.format_name()
-        self._limits = limits
-        self._store = store
+        self._admission = Admission(limits)
+        self._spill = StateSpill(
+            self._name, source.enumerator_state_serializer(), store, inline_state_limit
+        )
+        self._stop = GracefulStop(store) if store is not None else None
         self._discovery_interval = discovery_interval
-        self._inline_state_limit = inline_state_limit
         self._split_serializer = source.split_serializer()
-        self._state_serializer = source.enumerator_state_serializer()
         self._enumerator: SplitEnumerator[Any, Any] | None = None
         self._enumerator_at: Mapping[str, Any] | None = None
-        self._discovery: PeriodicDiscovery | None = None
+        self._discovery: PeriodicDiscovery[Any] | None = None
         self._notified_epoch = 0
-        self._recovered = False
-        self._available_now = False
-        self._target: _Target | None = None
-        self._last_batch_at = time.monotonic()
+        self._mode = ReadMode.STREAM
+        self._target: AvailableNowTarget | None = None
         self._latest: dict[str, int] = {}
         self._first_batch_pending = False
 
     def initial_offset(self) -> dict[str, Any]:
         """The offset before any data: a fresh enumerator's state, no splits (epoch 0)."""
-        enumerator = self._source.create_enumerator(self._context())
+        enumerator = self._source.create_enumerator(EnumeratorContext(self._mode))
         # Spark logs the first batch of a new query whatever this run's first
         # latestOffset returns, so that call cannot leave nothing in flight.
         self._first_batch_pending = True
         try:
-            return self._offset(0, {}, enumerator.snapshot_state(0)).to_json()
+            return self._spill.offset(0, {}, enumerator.snapshot_state(0)).to_json()
         finally:
             enumerator.close()
 
     def prepare_available_now(self) -> None:
         """Read only what is available now: the target is fixed at the next planning call."""
-        self._available_now = True
+        self._mode = ReadMode.AVAILABLE_NOW
         self._target = None
         self._stop_discovery()
 
@@ -128,16 +119,21 @@ class StreamCoordinator:
         enumerator = self._restore(start, start_json)
         self._notify_committed(start)
         first_batch_pending, self._first_batch_pending = self._first_batch_pending, False
-        if not first_batch_pending and self._stop_requested():
+        if not first_batch_pending and self._stop is not None and self._stop.requested():
             return start_json
         for found in self._discovery.drain() if self._discovery else ():
             assert isinstance(enumerator, PeriodicSplitEnumerator)
             enumerator.handle_discovered_splits(found)
-        if self._available_now and self._target is None:
-            self._target = self._fix_target(enumerator, start)
-
         active = self._active(start)
-        new = self._admit_new_splits(enumerator, limited)
+        if self._mode is ReadMode.AVAILABLE_NOW and self._target is None:
+            self._target = AvailableNowTarget.fix(
+                enumerator, [entry.split for entry in active.values()]
+            )
+
+        target = self._target
+        new = self._admission.take_new_splits(
+            enumerator, limited, lambda split: target is None or target.includes(split)
+        )
         entries = dict(active)
         for split in new:
             entries[split.split_id] = _Active(
@@ -147,13 +143,11 @@ class StreamCoordinator:
         self._replace_rewound(enumerator, entries, ends)
         backlogs = {sid: max(0, ends[sid] - entry.position) for sid, entry in entries.items()}
 
-        if limited and self._waits_for_more(new, backlogs):
+        waits = limited and self._mode is ReadMode.STREAM
+        if waits and self._admission.waits_for_more(new, backlogs):
             enumerator.add_splits_back(new)
             return start_json
-        if limited and self._limits.max_records is not None:
-            grants = fair_shares(backlogs, self._limits.max_records)
-        else:
-            grants = backlogs
+        grants = self._admission.grants(backlogs, limited)
         if not new and not any(grants.values()):
             return start_json
 
@@ -162,9 +156,9 @@ class StreamCoordinator:
             sid: SplitProgress(entry.framed, entry.position + grants[sid])
             for sid, entry in entries.items()
         }
-        end_json = self._offset(epoch, splits, enumerator.snapshot_state(epoch)).to_json()
+        end_json = self._spill.offset(epoch, splits, enumerator.snapshot_state(epoch)).to_json()
         self._enumerator_at = end_json
-        self._last_batch_at = time.monotonic()
+        self._admission.batch_planned()
         self._latest = ends
         return end_json
 
@@ -215,10 +209,6 @@ class StreamCoordinator:
             enumerator, self._enumerator, self._enumerator_at = self._enumerator, None, None
             enumerator.close()
 
-    def _context(self) -> EnumeratorContext:
-        mode = Boundedness.BOUNDED if self._available_now else Boundedness.CONTINUOUS_UNBOUNDED
-        return EnumeratorContext(mode, micro_batches=True)
-
     def _decode(self, offset_json: Mapping[str, Any]) -> StreamOffset:
         return StreamOffset.from_json(offset_json, self._name)
 
@@ -228,16 +218,15 @@ class StreamCoordinator:
         if self._enumerator is not None and self._enumerator_at == offset_json:
             return self._enumerator
         self.close()
-        if self._store is not None and not self._recovered:
-            self._store.recover(offset.epoch)
-            self._recovered = True
-        what = f"the enumerator state of {self._name} at epoch {offset.epoch}"
-        state = unframe(self._state_serializer, self._load_state(offset), what)
-        enumerator = self._source.restore_enumerator(self._context(), state)
+        self._spill.recover(offset.epoch)
+        state = self._spill.state(offset)
+        enumerator = self._source.restore_enumerator(EnumeratorContext(self._mode), state)
         self._enumerator, self._enumerator_at = enumerator, offset_json
         enumerator.start()
-        if isinstance(enumerator, PeriodicSplitEnumerator) and not self._available_now:
-            self._discovery = PeriodicDiscovery(enumerator, self._discovery_interval, self._name)
+        if isinstance(enumerator, PeriodicSplitEnumerator) and self._mode is ReadMode.STREAM:
+            self._discovery = PeriodicDiscovery(
+                enumerator.discover_more_splits, self._discovery_interval, self._name
+            )
             self._discovery.start()
         return enumerator
 
@@ -245,72 +234,28 @@ class StreamCoordinator:
         if offset.epoch <= self._notified_epoch:
             return
         assert self._enumerator is not None
-        positions = {sid: progress.position for sid, progress in offset.splits.items()}
-        finished = frozenset(
-            sid
-            for sid, progress in offset.splits.items()
-            if self._finished(self._unframe_split(progress.split, sid), progress.position)
-        )
+        entries = self._entries(offset)
         self._enumerator.notify_checkpoint_complete(
-            CompletedCheckpoint(offset.epoch, positions, finished)
+            CompletedCheckpoint(
+                offset.epoch,
+                splits={sid: entry.split for sid, entry in entries.items()},
+                positions={sid: entry.position for sid, entry in entries.items()},
+                finished=frozenset(sid for sid, entry in entries.items() if entry.finished),
+            )
         )
-        if self._store is not None:
-            self._store.committed(offset.epoch)
+        self._spill.committed(offset.epoch)
         self._notified_epoch = offset.epoch
 
+    def _entries(self, offset: StreamOffset) -> dict[str, _Active]:
+        return {
+            split_id: _Active(
+                progress.split, self._unframe_split(progress.split, split_id), progress.position
+            )
+            for split_id, progress in offset.splits.items()
+        }
+
     def _active(self, offset: StreamOffset) -> dict[str, _Active]:
-        active = {}
-        for split_id, progress in offset.splits.items():
-            split = self._unframe_split(progress.split, split_id)
-            if not self._finished(split, progress.position):
-                active[split_id] = _Active(progress.split, split, progress.position)
-        return active
-
-    @staticmethod
-    def _finished(split: SourceSplit, position: int) -> bool:
-        end = split.end_position()
-        return end is not None and position >= end
-
-    def _admit_new_splits(
-        self, enumerator: SplitEnumerator[Any, Any], limited: bool
-    ) -> list[SourceSplit]:
-        """The new splits this batch takes, asking the enumerator for no more than it may take.
-
-        With a split limit the enumerator is asked for the splits still free,
-        with only a byte budget for ``OFFER_CHUNK`` at a time; it is asked again
-        after a split outside the AvailableNow target, and not after a split
-        refused for the budget. So a batch costs what it admits, not the
-        enumerator's backlog. Refused splits are given back.
-        """
-        admitted: list[SourceSplit] = []
-        refused: list[SourceSplit] = []
-        budget = self._limits.max_bytes if limited else None
-        max_splits = self._limits.max_splits if limited else None
-        over_budget = False
-        while True:
-            if max_splits is not None:
-                free: int | None = max_splits - len(admitted)
-            else:
-                free = None if budget is None else OFFER_CHUNK
-            offered = list(enumerator.next_splits(free))
-            for split in offered:
-                estimate = split.estimated_bytes()
-                size = UNKNOWN_SPLIT_BYTES if estimate is None else estimate
-                in_target = self._target is None or split.split_id in self._target.split_ids
-                full = max_splits is not None and len(admitted) >= max_splits
-                too_big = budget is not None and bool(admitted) and size > budget
-                over_budget = over_budget or too_big
-                if in_target and not full and not too_big:
-                    admitted.append(split)
-                    budget = None if budget is None else budget - size
-                else:
-                    refused.append(split)
-            full = max_splits is not None and len(admitted) >= max_splits
-            if free is None or not offered or over_budget or full:
-                break
-        if refused:
-            enumerator.add_splits_back(refused)
-        return admitted
+        return {sid: entry for sid, entry in self._entries(offset).items() if not entry.finished}
 
     def _readable_ends(
         self, enumerator: SplitEnumerator[Any, Any], entries: Mapping[str, _Active]
@@ -321,8 +266,8 @@ class StreamCoordinator:
         for split_id, entry in entries.items():
             end = entry.split.end_position()
             readable = latest[split_id] if end is None else end
-            if self._target is not None and split_id in self._target.positions:
-                readable = min(readable, self._target.positions[split_id])
+            if self._target is not None:
+                readable = self._target.cap(split_id, readable)
             ends[split_id] = readable
         return ends
 
@@ -347,67 +292,11 @@ class StreamCoordinator:
             framed = frame(self._split_serializer, split)
             entries[split_id] = _Active(framed, split, split.start_position())
 
-    def _waits_for_more(self, new: Sequence[SourceSplit], backlogs: Mapping[str, int]) -> bool:
-        minimum = self._limits.min_records
-        if minimum is None or new or self._available_now:
-            return False
-        waited = time.monotonic() - self._last_batch_at
-        return sum(backlogs.values()) < minimum and waited < self._limits.max_trigger_delay
-
-    def _fix_target(self, enumerator: SplitEnumerator[Any, Any], start: StreamOffset) -> _Target:
-        if isinstance(enumerator, PeriodicSplitEnumerator):
-            enumerator.handle_discovered_splits(enumerator.discover_more_splits())
-        pending = list(enumerator.next_splits())
-        enumerator.add_splits_back(pending)
-        known = [entry.split for entry in self._active(start).values()] + pending
-        unbounded = [split for split in known if split.end_position() is None]
-        positions = dict(enumerator.latest_positions(unbounded)) if unbounded else {}
-        return _Target(frozenset(split.split_id for split in known), positions)
-
-    def _offset(self, epoch: int, splits: Mapping[str, SplitProgress], state: Any) -> StreamOffset:
-        framed = frame(self._state_serializer, state)
-        if len(framed) <= self._inline_state_limit:
-            return StreamOffset(epoch, splits, inline_state=framed)
-        if self._store is None:
-            raise SplitSourceError(
-                f"The enumerator state of {self._name} has grown to {len(framed):,} bytes, too "
-                f"large for a Spark offset (limit {self._inline_state_limit:,}). Set the option "
-                "stateLocation to a directory (any fsspec URL) where splitsource may keep it."
-            )
-        return StreamOffset(epoch, splits, state_ref=self._store.put(epoch, framed))
-
-    def _load_state(self, offset: StreamOffset) -> bytes:
-        if offset.inline_state is not None:
-            return offset.inline_state
-        if self._store is None:
-            raise SplitSourceError(
-                f"The checkpoint of this query keeps the state of {self._name} in a state "
-                "store, but the option stateLocation is not set. Set it to the location the "
-                "query used before."
-            )
-        assert offset.state_ref is not None
-        state: bytes = self._store.get(offset.state_ref)
-        return state
-
     def _unframe_split(self, data: bytes, split_id: str) -> SourceSplit:
         split: SourceSplit = unframe(
             self._split_serializer, data, f"split '{split_id}' of {self._name} in an offset"
         )
         return split
-
-    def _stop_requested(self) -> bool:
-        """Whether a graceful stop is asked for; if so, acknowledge it (see sources.stopping)."""
-        if self._store is None:
-            return False
-        request = self._store.read_marker(STOP_REQUEST)
-        if request is None:
-            return False
-        if json.loads(request)["expires_at"] < time.time():
-            # Left behind by a stop_gracefully that died; honouring it would stall the query.
-            self._store.delete_marker(STOP_REQUEST)
-            return False
-        self._store.write_marker(STOP_ACK, request)
-        return True
 
     def _stop_discovery(self) -> None:
         if self._discovery is not None:

@@ -1,4 +1,4 @@
-"""The Spark binding of ``spark.readStream``: a stream reader around a :class:`StreamCoordinator`.
+"""``spark.readStream`` of a source: a stream reader around a :class:`StreamCoordinator`.
 
 Spark runs one instance of :class:`SplitSourceStreamReader` per query run in a
 long-lived Python process on the driver; it creates the coordinator (and
@@ -23,12 +23,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from enumerators.admission import AdmissionLimits
-from enumerators.coordinator import StreamCoordinator
+from enumerators.runtime.admission import AdmissionLimits
+from enumerators.runtime.coordinator import StreamCoordinator
+from enumerators.runtime.state_store import StateStore
 from sources.api import Source
 from sources.errors import InvalidOptionError
 from sources.options import Option, Options
-from sources.partitions import SplitPartitionReading
+from sources.spark.partitions import SplitPartitionReading
 
 __all__ = ["STREAM_OPTIONS", "SplitSourceStreamReader", "check_stream_options"]
 
@@ -94,7 +95,7 @@ def admission_limits(options: Options) -> AdmissionLimits:
 class SplitSourceStreamReader(
     SplitPartitionReading, DataSourceStreamReader, SupportsTriggerAvailableNow
 ):
-    """``spark.readStream`` of a source; see :mod:`enumerators.coordinator` for the semantics."""
+    """``spark.readStream`` of a source; see :mod:`enumerators.runtime.coordinator`."""
 
     def __init__(
         self,
@@ -125,11 +126,7 @@ class SplitSourceStreamReader(
         """The driver-side coordinator, created on first use."""
         if self._coordinator is None:
             location = self.options["stateLocation"]
-            store = None
-            if location is not None:
-                from enumerators.state_store import StateStore
-
-                store = StateStore(location)
+            store = None if location is None else StateStore(location)
             self._coordinator = StreamCoordinator(
                 self.source, self.limits, store, self.options["discoveryInterval"]
             )

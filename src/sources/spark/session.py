@@ -5,12 +5,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+
+from pyspark.sql import SparkSession
 
 from sources.errors import UnsupportedSparkVersionError
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 __all__ = ["MIN_SPARK_VERSION", "check_spark_version", "local_session", "use_this_python"]
 
@@ -55,8 +53,6 @@ def local_session(
     """A Spark session for demos, tests and benchmarks: loopback only, this Python for workers."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)

@@ -1,0 +1,17 @@
+"""The Spark binding: run any :class:`~sources.api.Source` as a Spark Python data source.
+
+- :func:`register` makes ``spark.read.format("splitsource.<name>")`` and
+  ``spark.readStream.format(...)`` work for a source class;
+- :func:`local_session` starts a loopback-only local session for demos and tests;
+- :func:`stop_gracefully` and :func:`cancel` stop a stream.
+
+Modules: :mod:`.datasource` (the data source and bounded reads),
+:mod:`.stream_reader` (``readStream``), :mod:`.partitions` (packing splits into
+partitions and reading them), :mod:`.session`, :mod:`.stopping`.
+"""
+
+from sources.spark.datasource import data_source_for, register
+from sources.spark.session import local_session
+from sources.spark.stopping import cancel, stop_gracefully
+
+__all__ = ["cancel", "data_source_for", "local_session", "register", "stop_gracefully"]
