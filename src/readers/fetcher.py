@@ -42,7 +42,7 @@ __all__ = ["FetcherSettings", "SplitFetcher"]
 
 SplitT = TypeVar("SplitT", bound="SourceSplit")
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("splitsource.fetcher")
 
 _POLL = 0.05
 

@@ -29,9 +29,21 @@ from typing import Generic, TypeVar
 
 from sources.errors import CorruptDataError, NewerVersionError, SerializationError
 
-__all__ = ["SimpleVersionedSerializer", "frame", "unframe"]
+__all__ = ["UNDECODABLE", "SimpleVersionedSerializer", "frame", "unframe"]
 
 T = TypeVar("T")
+
+UNDECODABLE: tuple[type[Exception], ...] = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    EOFError,
+    OverflowError,
+    struct.error,
+)
+"""What a ``deserialize`` raises on bytes it cannot decode; :func:`unframe` reports these as
+:class:`~sources.errors.CorruptDataError`. Anything else is a bug and passes through."""
 
 MAGIC = b"SPLT"
 FRAME_LAYOUT = 1
@@ -124,7 +136,7 @@ def unframe(serializer: SimpleVersionedSerializer[T], data: bytes, what: str) ->
         return serializer.deserialize(version, payload)
     except SerializationError as error:
         raise type(error)(f"Cannot read {what}: {type(serializer).__name__}: {error}") from error
-    except Exception as error:
+    except UNDECODABLE as error:
         raise CorruptDataError(
             f"Cannot read {what}: {type(serializer).__name__} failed on version "
             f"{version} data: {error}"

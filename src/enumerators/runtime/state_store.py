@@ -53,7 +53,7 @@ from sources.errors import StateStoreError
 
 __all__ = ["StateStore", "epoch_of"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("splitsource.state_store")
 
 T = TypeVar("T")
 
