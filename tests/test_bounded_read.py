@@ -124,7 +124,8 @@ def test_works_without_pyspark_python_set(tmp_path: Any) -> None:
     script = textwrap.dedent(
         """
         from pyspark.sql import SparkSession
-        import sources
+        from sources.numbers import NumberSequenceSource
+        from sources.spark import register
         spark = (SparkSession.builder.master("local[1]")
                  .config("spark.driver.host", "127.0.0.1")
                  .config("spark.driver.bindAddress", "127.0.0.1")

@@ -22,7 +22,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.kafka]
 PROBE = textwrap.dedent(
     """
     import json, os
-    import sources
     from sources.spark import local_session, register
     from sources.numbers import NumberSequenceSource
     from helpers.probes import WhereAmISource, executor_id_of_this_process

@@ -49,6 +49,9 @@ from sources.split import SourceSplit
 
 __all__ = ["StreamCoordinator"]
 
+_DECODED_SPLITS = 65_536
+"""Decoded splits kept by their bytes; a split in flight is in every offset until it ends."""
+
 
 @dataclass(frozen=True)
 class _Active:
@@ -84,6 +87,7 @@ class StreamCoordinator:
         self._stop = GracefulStop(store) if store is not None else None
         self._discovery_interval = discovery_interval
         self._split_serializer = source.split_serializer()
+        self._decoded: dict[bytes, SourceSplit] = {}
         self._enumerator: SplitEnumerator[Any, Any] | None = None
         self._enumerator_at: Mapping[str, Any] | None = None
         self._discovery: PeriodicDiscovery[Any] | None = None
@@ -293,9 +297,14 @@ class StreamCoordinator:
             entries[split_id] = _Active(framed, split, split.start_position())
 
     def _unframe_split(self, data: bytes, split_id: str) -> SourceSplit:
-        split: SourceSplit = unframe(
-            self._split_serializer, data, f"split '{split_id}' of {self._name} in an offset"
-        )
+        """The split ``data`` frames, decoded once however many offsets carry it."""
+        split = self._decoded.get(data)
+        if split is None:
+            what = f"split '{split_id}' of {self._name} in an offset"
+            split = unframe(self._split_serializer, data, what)
+            if len(self._decoded) >= _DECODED_SPLITS:
+                self._decoded.clear()
+            self._decoded[data] = split
         return split
 
     def _stop_discovery(self) -> None:
