@@ -37,8 +37,8 @@ from pathlib import Path
 from fsspec.implementations.local import LocalFileSystem
 
 from enumerators.base import EnumeratorContext
-from enumerators.files import FileEnumerator
-from sources.files import FileEnumeratorStateSerializer, FileSource
+from enumerators.files import FileEnumerator, FileEnumeratorStateSerializer
+from sources.files import FileSource
 from sources.options import parse_options
 from sources.serialization import frame
 from sources.split import Boundedness

@@ -245,7 +245,7 @@ def test_storage_options_reach_the_filesystem_and_never_the_checkpoint(
             {"path": str(tmp_path), "format": "csv", "storageOptions": storage},
         )
     )
-    assert source.fs.auto_mkdir is True
+    assert source.storage.fs.auto_mkdir is True
     with pytest.raises(InvalidOptionError, match="value not shown") as bad:
         parse_options("splitsource.files", FileSource.options, {"storageOptions": secret})
     assert secret not in str(bad.value)

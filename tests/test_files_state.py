@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,24 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from enumerators.base import EnumeratorContext, ReadMode
-from enumerators.files import FileEnumerator, FileEnumeratorState, ListedFile, Listing, split_file
+from enumerators.file_listing import ListedFile, Listing
+from enumerators.files import (
+    FileEnumerator,
+    FileEnumeratorState,
+    FileEnumeratorStateSerializer,
+    SplitCutter,
+)
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.offsets import StreamOffset
 from enumerators.runtime.state_store import StateStore
 from helpers.driving import Run, drive, logged
 from helpers.listing_fs import ListingFileSystem
-from sources.files import FileEnumeratorStateSerializer, FileSource, FileSplit
+from sources.files import FileSource
 from sources.options import parse_options
 from sources.serialization import frame, unframe
 from sources.spark.datasource import plan_bounded
+from sources.splits.files import FileSplit
 
 GOLDEN = Path(__file__).parent / "golden"
 DAY = "/golden/in/day=2024-06-01"
@@ -225,7 +231,7 @@ def test_a_discovery_given_as_plain_splits_is_taken_file_by_file() -> None:
     source = listed_source("/in", entries, maxSplitBytes="100")
     found = source.create_enumerator(CONTEXT).discover_more_splits()
     enumerator = source.create_enumerator(CONTEXT)
-    enumerator.handle_discovered_splits(list(found))  # whole-file splits, as the base API allows
+    enumerator.handle_discovered_splits(list(found))  # another enumerator's listing
 
     assert ids(enumerator.next_splits()) == [
         "/in/a.csv:0",
@@ -262,8 +268,8 @@ class FileEnumeratorMachine(RuleBasedStateMachine):
         self.checkpoint = frame(self.serializer, self.enumerator.snapshot_state(0))
 
     def restore(self, state: FileEnumeratorState) -> FileEnumerator:
-        cut = partial(split_file, splittable=True, target_bytes=100)
-        return FileEnumerator(self.fs, Listing(("/in/*",)), cut, state)  # may match nothing
+        # The glob may match nothing.
+        return FileEnumerator(self.fs, Listing(("/in/*",)), SplitCutter(100), state)
 
     @rule(size=st.integers(0, 350))
     def a_file_arrives(self, size: int) -> None:
@@ -298,7 +304,7 @@ class FileEnumeratorMachine(RuleBasedStateMachine):
         self.listing()
         self.read.update(split.split_id for split in self.enumerator.next_splits())
         files = [ListedFile(e["name"], e["size"], 0) for e in self.fs.entries.values()]
-        expected = [split.split_id for f in files for split in split_file(f, True, 100)]
+        expected = [split.split_id for f in files for split in SplitCutter(100).cut(f)]
         assert sorted(self.read.elements()) == sorted(expected)
 
 

@@ -10,15 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from enumerators.base import ReadMode
+from enumerators.kafka import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
 from sources.errors import InvalidOptionError
-from sources.kafka import (
-    KafkaEnumeratorState,
-    KafkaEnumeratorStateSerializer,
-    KafkaPartitionSplit,
-    KafkaPartitionSplitSerializer,
-    KafkaSource,
-)
+from sources.kafka import KafkaSource
 from sources.serialization import frame, unframe
+from sources.splits.kafka import KafkaPartitionSplit, KafkaPartitionSplitSerializer
 
 GOLDEN = Path(__file__).parent / "golden"
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "events"}
@@ -44,7 +41,7 @@ def test_kafka_settings_pass_through_and_spark_aliases_apply() -> None:
         {**BASE, "kafka.Fetch.Min.Bytes": "10", "maxOffsetsPerTrigger": "500"},
         extra=_stream_options(),
     )
-    assert built.config.client()["fetch.min.bytes"] == "10"
+    assert built.reader_config.kafka.client()["fetch.min.bytes"] == "10"
     assert framework["maxRecordsPerTrigger"] == 500
 
 
@@ -79,17 +76,17 @@ def test_malformed_offsets_json_names_the_option() -> None:
 
 def test_ending_offsets_are_refused_for_streams() -> None:
     with pytest.raises(InvalidOptionError, match=r"endingOffsets.*batch queries"):
-        source(endingOffsets="latest").requests(bounded=False)
+        source(endingOffsets="latest").enumerator_config.bounds.requests(ReadMode.STREAM)
 
 
 def test_starting_at_latest_is_refused_for_batch_reads() -> None:
     with pytest.raises(InvalidOptionError, match=r"startingOffsets.*cannot be latest"):
-        source(startingOffsets="latest").requests(bounded=True)
+        source(startingOffsets="latest").enumerator_config.bounds.requests(ReadMode.BATCH)
 
 
 def test_offsets_default_as_in_spark() -> None:
-    stream_start, _ = source().requests(bounded=False)
-    batch_start, batch_end = source().requests(bounded=True)
+    stream_start, _ = source().enumerator_config.bounds.requests(ReadMode.STREAM)
+    batch_start, batch_end = source().enumerator_config.bounds.requests(ReadMode.BATCH)
     assert stream_start.lookup(("events", 0)) == ("latest", 0)
     assert batch_start.lookup(("events", 0)) == ("earliest", 0)
     assert batch_end is not None and batch_end.lookup(("events", 0)) == ("latest", 0)
@@ -101,12 +98,13 @@ def test_timestamp_options_win_over_offsets_as_in_spark() -> None:
         startingOffsetsByTimestamp='{"events":{"0":1000}}',
         startingTimestamp="2000",
     )
-    start, _ = built.requests(bounded=False)
+    start, _ = built.enumerator_config.bounds.requests(ReadMode.STREAM)
     assert start.lookup(("events", 0)) == ("timestamp", 2000)
 
 
 def test_specific_offsets_must_name_every_partition() -> None:
-    start, _ = source(startingOffsets='{"events":{"0":5,"1":-2}}').requests(bounded=False)
+    built = source(startingOffsets='{"events":{"0":5,"1":-2}}')
+    start, _ = built.enumerator_config.bounds.requests(ReadMode.STREAM)
     assert start.lookup(("events", 0)) == ("offset", 5)
     assert start.lookup(("events", 1)) == ("earliest", 0)
     with pytest.raises(InvalidOptionError, match="events-2"):
@@ -119,10 +117,10 @@ def test_jaas_config_becomes_librdkafka_credentials_and_secrets_stay_hidden() ->
         'username="alice" password="s3cr3t-pw";'
     )
     built = source(**{"kafka.sasl.jaas.config": jaas, "kafka.security.protocol": "SASL_PLAINTEXT"})
-    client = built.config.client()
+    client = built.reader_config.kafka.client()
     assert (client["sasl.username"], client["sasl.password"]) == ("alice", "s3cr3t-pw")
     assert client["sasl.mechanism"] == "PLAIN"
-    assert "s3cr3t-pw" not in repr(built.config) + repr(built.settings)
+    assert "s3cr3t-pw" not in repr(built.enumerator_config) + repr(built.reader_config)
 
 
 def test_commit_offsets_needs_a_group() -> None:

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from readers.base import SplitsAddition
-from sources.kafka import KafkaPartitionSplit, KafkaSource
+from sources.kafka import KafkaSource
+from sources.splits.kafka import KafkaPartitionSplit
 
 if TYPE_CHECKING:
     from helpers.kafka_broker import KafkaBroker
@@ -121,13 +122,13 @@ def test_a_reader_never_commits_to_its_consumer_group(
 def test_records_that_never_arrive_fail_after_the_poll_timeout(
     kafka_broker: KafkaBroker, topic: Callable[..., str]
 ) -> None:
-    from sources.errors import KafkaDataLossError
+    from sources.errors import KafkaConnectionError
 
     name = topic(partitions=1)
     kafka_broker.produce(name, ["a"])
     reader = reader_for(kafka_broker, **{"kafkaConsumer.pollTimeoutMs": "1500"})
     try:
-        with pytest.raises(KafkaDataLossError, match=rf"{name}-0 delivered nothing .*\[1, 10\)"):
+        with pytest.raises(KafkaConnectionError, match=rf"{name}-0 delivered nothing .*\[1, 10\)"):
             read_all(reader, KafkaPartitionSplit(name, 0, 0, 10))
     finally:
         reader.close()

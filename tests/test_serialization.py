@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from enumerators.files import FileEnumeratorState
+from enumerators.files import FileEnumeratorState, FileEnumeratorStateSerializer
 from sources.errors import CorruptDataError, NewerVersionError, SerializationError
-from sources.files import FileEnumeratorStateSerializer, FileSplit, FileSplitSerializer
 from sources.numbers import (
     NumberSequenceSplit,
     NumberSequenceSplitSerializer,
     NumberSequenceStateSerializer,
 )
 from sources.serialization import SimpleVersionedSerializer, frame, unframe
+from sources.splits.files import FileSplit, FileSplitSerializer
 
 GOLDEN = Path(__file__).parent / "golden"
 LONG_MIN = -(1 << 63)
@@ -318,6 +318,15 @@ def test_deserializer_crash_is_reported_as_corrupt_data() -> None:
     with pytest.raises(CorruptDataError, match="Crashing failed on version 1 data") as caught:
         unframe(Crashing(), frame(_PointV1(), (1, 0)), "a point")
     assert isinstance(caught.value.__cause__, KeyError)
+
+
+def test_a_bug_in_a_deserializer_is_not_disguised_as_corrupt_data() -> None:
+    class Buggy(_PointV1):
+        def deserialize(self, version: int, data: bytes) -> tuple[int, int]:
+            return data.decoded  # type: ignore[attr-defined,no-any-return]
+
+    with pytest.raises(AttributeError, match="decoded"):
+        unframe(Buggy(), frame(_PointV1(), (1, 0)), "a point")
 
 
 def _truncated() -> bytes:

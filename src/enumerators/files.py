@@ -1,4 +1,4 @@
-"""Finding files: listing, Hive partitions, byte-range splits, and the continuous enumerator.
+"""The continuous file enumerator, its state and the state's serializer.
 
 The enumerator lists its paths with fsspec on the driver and hands out the
 files not seen before, oldest first. Its state is the files it has handed
@@ -11,178 +11,95 @@ not state: the next listing finds them again (design decision 24).
 
 from __future__ import annotations
 
-import fnmatch
+import json
 import logging
 import posixpath
+import struct
 import sys
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, overload
+from typing import Any
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from enumerators.base import CompletedCheckpoint, PeriodicSplitEnumerator
-from sources.errors import FileReadError
-
-if TYPE_CHECKING:
-    import fsspec
-
-    from sources.files import FileSplit
+from enumerators.file_listing import ListedFile, Listing
+from sources.errors import CorruptDataError
+from sources.filesystems import Storage
+from sources.serialization import SimpleVersionedSerializer
+from sources.splits.files import FileSplit, split_from_json, split_to_json
 
 __all__ = [
-    "DiscoveredFiles",
     "FileEnumerator",
     "FileEnumeratorState",
-    "ListedFile",
-    "Listing",
-    "modified_ms",
-    "split_file",
+    "FileEnumeratorStateSerializer",
+    "SourceCleaner",
+    "SplitCutter",
 ]
 
 log = logging.getLogger("splitsource.files")
 
 
-class ListedFile(NamedTuple):
-    """A data file found by a listing (a tuple: a million of them stay small and quick)."""
+@dataclass(frozen=True)
+class SplitCutter:
+    """How listed files become splits: byte ranges of about ``max_split_bytes``.
 
-    path: str
-    size: int
-    modified_ms: int
-    partition: tuple[tuple[str, str], ...] = ()
+    ``max_split_bytes`` None reads every file as one split; so does a file whose
+    lower-cased name ends with one of ``whole_extensions`` (a compressed file).
+    """
+
+    max_split_bytes: int | None
+    whole_extensions: tuple[str, ...] = ()
+
+    def cut(self, file: ListedFile) -> list[FileSplit]:
+        """The splits of ``file``, in file order."""
+        target = self.max_split_bytes
+        whole = target is None or file.path.lower().endswith(self.whole_extensions)
+        if target is None or whole or file.size <= target:
+            return [FileSplit(file.path, 0, file.size, file.size, file.modified_ms, file.partition)]
+        return [
+            FileSplit(
+                file.path,
+                start,
+                min(target, file.size - start),
+                file.size,
+                file.modified_ms,
+                file.partition,
+            )
+            for start in range(0, file.size, target)
+        ]
 
 
 @dataclass(frozen=True)
-class Listing:
-    """What to list and which files to keep: the paths, globs and filters of the options."""
+class SourceCleaner:
+    """What ``cleanSource`` does with a committed file: delete it, or move it below ``archive_dir``.
 
-    paths: tuple[str, ...]
-    path_glob_filter: str | None = None
-    recursive_file_lookup: bool = False
-    modified_after_ms: int | None = None
-    modified_before_ms: int | None = None
+    ``archive_dir`` None deletes; else the file moves to its path below it.
+    """
 
-    def files(self, fs: fsspec.AbstractFileSystem) -> list[ListedFile]:
-        """Every data file under the paths, by path; hidden ones (``_x``, ``.x``) skipped."""
-        found: dict[str, ListedFile] = {}
-        directories: dict[tuple[str, str], tuple[tuple[str, str], ...] | None] = {}
-        for path in self.paths:
-            for base, entries in _listed(fs, path):
-                for info in entries:
-                    directory, _, name = info["name"].rpartition("/")
-                    modified = modified_ms(info)
-                    if name.startswith(("_", ".")) or not self._wanted(name, modified):
-                        continue
-                    key = (base, directory)
-                    if key not in directories:
-                        directories[key] = _partition(base, directory)
-                    partition = directories[key]
-                    if partition is None:
-                        continue  # below a hidden directory
-                    if self.recursive_file_lookup:
-                        partition = ()
-                    found[info["name"]] = ListedFile(
-                        info["name"], int(info["size"]), modified, partition
-                    )
-        return [found[path] for path in sorted(found)]
+    storage: Storage
+    archive_dir: str | None = None
 
-    def _wanted(self, name: str, modified: int) -> bool:
-        if self.path_glob_filter and not fnmatch.fnmatchcase(name, self.path_glob_filter):
-            return False
-        if self.modified_after_ms is not None and modified <= self.modified_after_ms:
-            return False
-        return self.modified_before_ms is None or modified < self.modified_before_ms
-
-
-def _listed(
-    fs: fsspec.AbstractFileSystem, path: str
-) -> list[tuple[str, Iterable[Mapping[str, Any]]]]:
-    """:func:`_expand`, with listing failures turned into errors that name the path."""
-    try:
-        return list(_expand(fs, path))
-    except FileNotFoundError as error:
-        raise FileReadError(
-            f"Path '{path}' does not exist. Check the path option; to wait for files that "
-            "do not exist yet, give a glob (e.g. '/data/*.csv'), which may match nothing."
-        ) from error
-    except FileReadError:
-        raise
-    except OSError as error:
-        raise FileReadError(
-            f"Cannot list '{path}': {error}. Give the Spark driver read access to it, "
-            "or leave it out of the paths."
-        ) from error
-
-
-def _expand(
-    fs: fsspec.AbstractFileSystem, path: str
-) -> Iterable[tuple[str, Iterable[Mapping[str, Any]]]]:
-    """The listing entries of the files of ``path``, by the directory partitions start from."""
-    if any(char in path for char in "*?["):
-        for name, info in sorted(fs.glob(path, detail=True).items()):
-            if info["type"] == "directory":
-                yield name, _walk(fs, name)
+    def clean(self, path: str) -> bool:
+        """Delete or archive ``path``; True when done (also if already done)."""
+        fs = self.storage.fs
+        try:
+            if not fs.exists(path):
+                return True
+            if self.archive_dir is None:
+                fs.rm_file(path)
             else:
-                yield posixpath.dirname(name), [info]
-        return
-    info = fs.info(path)
-    if info["type"] == "directory":
-        yield info["name"], _walk(fs, info["name"])
-    else:
-        yield posixpath.dirname(info["name"]), [info]
-
-
-def _walk(fs: fsspec.AbstractFileSystem, directory: str) -> list[Mapping[str, Any]]:
-    return list(fs.find(directory, detail=True, withdirs=False).values())
-
-
-def _partition(base: str, directory: str) -> tuple[tuple[str, str], ...] | None:
-    """The ``key=value`` pairs of ``directory`` below ``base``; None if a part is hidden."""
-    prefix = base.rstrip("/") + "/"
-    if directory == base.rstrip("/"):
-        return ()
-    if directory.startswith(prefix):
-        relative = directory[len(prefix) :]
-    else:
-        relative = posixpath.relpath(directory, base)
-    pairs = []
-    for part in relative.split("/"):
-        if part.startswith(("_", ".")):
-            return None
-        key, equals, value = part.partition("=")
-        if equals and key:
-            pairs.append((key, value))
-    return tuple(pairs)
-
-
-def modified_ms(info: Mapping[str, Any]) -> int:
-    """A listing entry's modification time in ms since the epoch (0 if the filesystem has none)."""
-    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
-        value = info.get(key)
-        if value is None:
-            continue
-        if hasattr(value, "timestamp"):
-            return int(value.timestamp() * 1000)
-        return int(float(value) * 1000)
-    return 0
-
-
-def split_file(file: ListedFile, splittable: bool, target_bytes: int) -> list[FileSplit]:
-    """Cut ``file`` into byte ranges of about ``target_bytes`` (one range if not splittable)."""
-    from sources.files import FileSplit
-
-    if not splittable or file.size <= target_bytes:
-        return [FileSplit(file.path, 0, file.size, file.size, file.modified_ms, file.partition)]
-    return [
-        FileSplit(
-            file.path,
-            start,
-            min(target_bytes, file.size - start),
-            file.size,
-            file.modified_ms,
-            file.partition,
-        )
-        for start in range(0, file.size, target_bytes)
-    ]
+                target = posixpath.join(self.archive_dir, path.lstrip("/"))
+                fs.makedirs(posixpath.dirname(target), exist_ok=True)
+                fs.mv(path, target)
+        except OSError:
+            return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -204,32 +121,125 @@ class FileEnumeratorState:
     newest_ms: int | None = None
 
 
-class DiscoveredFiles(Sequence["FileSplit"]):
-    """The files of one listing, each as one whole-file split; cut into ranges only when handed out.
+class FileEnumeratorStateSerializer(SimpleVersionedSerializer[FileEnumeratorState]):
+    """Version 2: the seen files as compressed columns. Reads version 1 (JSON) too.
 
-    Holding :class:`ListedFile` rows instead of split objects keeps a listing
-    of a million files small until its files are read.
+    Version 2's payload is the 8-byte big-endian length of a body, then the
+    body compressed with zstd. The body is a 4-byte big-endian length, a JSON
+    header ``{"newest_ms", "pending": [split...], "seen": n, "to_clean"}``,
+    then the ``n`` seen paths in sorted order as an Arrow ``large_string``
+    column (``n + 1`` int64 offsets, then the UTF-8 bytes; a lone surrogate,
+    which is how Python reads a local name that is not UTF-8, is written as
+    ``surrogatepass`` does) and their modification times (``n`` int64), all
+    numbers little-endian. Sorting, packing and compressing happen in Arrow:
+    100,000 seen files take some 50 ms and 270 KB, not a Python loop over JSON.
+
+    Version 1 was JSON ``{"pending": [split...], "seen": {path: ms},
+    "to_clean": [path...]}`` with every pending split; its pending splits are
+    handed out before anything else after a restore.
     """
 
-    def __init__(self, files: Sequence[ListedFile]) -> None:
-        self.files = files
+    @property
+    def version(self) -> int:
+        return 2
 
-    def __len__(self) -> int:
-        return len(self.files)
+    def serialize(self, obj: FileEnumeratorState) -> bytes:
+        paths = _path_column(list(obj.seen))
+        order = pc.sort_indices(paths)
+        paths = paths.take(order)
+        modified = pa.array(list(obj.seen.values()), pa.int64()).take(order)
+        count = len(paths)
+        offsets = np.frombuffer(paths.buffers()[1], np.int64, count + 1, paths.offset * 8)
+        data = paths.buffers()[2]
+        text = b"" if data is None else data.to_pybytes()[offsets[0] : offsets[-1]]
+        header = {
+            "newest_ms": obj.newest_ms,
+            "pending": [split_to_json(split) for split in obj.pending],
+            "seen": count,
+            "to_clean": list(obj.to_clean),
+        }
+        encoded = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+        body = b"".join(
+            [
+                _LENGTH.pack(len(encoded)),
+                encoded,
+                (offsets - offsets[0]).astype("<i8").tobytes(),
+                text,
+                modified.to_numpy().astype("<i8").tobytes(),
+            ]
+        )
+        compressed: bytes = _CODEC.compress(body, asbytes=True)
+        return _BODY_LENGTH.pack(len(body)) + compressed
 
-    @overload
-    def __getitem__(self, index: int) -> FileSplit: ...
+    def deserialize(self, version: int, data: bytes) -> FileEnumeratorState:
+        if version == 1:
+            return _state_from_json(data)
+        if version != 2:
+            raise CorruptDataError(f"file enumerator state version {version} does not exist")
+        (size,) = _BODY_LENGTH.unpack_from(data)
+        body = _CODEC.decompress(data[_BODY_LENGTH.size :], size, asbytes=True)
+        (header_size,) = _LENGTH.unpack_from(body)
+        at = _LENGTH.size + header_size
+        header = json.loads(body[_LENGTH.size : at])
+        count = int(header["seen"])
+        offsets = np.frombuffer(body, "<i8", count + 1, at).astype(np.int64)
+        at += (count + 1) * 8
+        text = body[at : at + int(offsets[-1])]
+        at += len(text)
+        modified = np.frombuffer(body, "<i8", count, at)
+        if at + count * 8 != len(body) or offsets[0] != 0:
+            raise CorruptDataError("the seen files do not fill the file enumerator state")
+        buffers = [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(text)]
+        return FileEnumeratorState(
+            tuple(split_from_json(split) for split in header["pending"]),
+            dict(zip(_paths_of(count, buffers), modified.tolist(), strict=True)),
+            tuple(header["to_clean"]),
+            header["newest_ms"],
+        )
 
-    @overload
-    def __getitem__(self, index: slice) -> DiscoveredFiles: ...
 
-    def __getitem__(self, index: int | slice) -> FileSplit | DiscoveredFiles:
-        if isinstance(index, slice):
-            return DiscoveredFiles(self.files[index])
-        return split_file(self.files[index], splittable=False, target_bytes=0)[0]
+_CODEC = pa.Codec("zstd")
+_BODY_LENGTH = struct.Struct(">Q")
+_LENGTH = struct.Struct(">I")
+_SURROGATES = "surrogatepass"  # a local name that is not UTF-8 reaches Python with surrogates
 
 
-class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState, "DiscoveredFiles"]):
+def _path_column(paths: list[str]) -> pa.Array:
+    """``paths`` as Arrow strings, or as their bytes if one holds a lone surrogate."""
+    try:
+        return pa.array(paths, pa.large_string())
+    except UnicodeEncodeError:
+        return pa.array([path.encode("utf-8", _SURROGATES) for path in paths], pa.large_binary())
+
+
+def _paths_of(count: int, buffers: list[Any]) -> list[str]:
+    """The paths :func:`_path_column` wrote into ``buffers`` (offsets, then bytes)."""
+    column = pa.Array.from_buffers(pa.large_string(), count, buffers)
+    try:
+        column.validate(full=True)
+    except pa.ArrowInvalid:
+        column = pa.Array.from_buffers(pa.large_binary(), count, buffers)
+        column.validate(full=True)
+        return [path.decode("utf-8", _SURROGATES) for path in column.to_pylist()]
+    paths: list[str] = column.to_pylist()
+    return paths
+
+
+def _state_from_json(data: bytes) -> FileEnumeratorState:
+    """A version 1 state; its newest seen file is the newest found, as version 1 counted."""
+    document = json.loads(data)
+    if not isinstance(document, dict):
+        raise CorruptDataError("file enumerator state is not a JSON object")
+    seen = {str(path): int(ms) for path, ms in document["seen"].items()}
+    return FileEnumeratorState(
+        tuple(split_from_json(split) for split in document["pending"]),
+        seen,
+        tuple(document["to_clean"]),
+        max(seen.values(), default=None),
+    )
+
+
+class FileEnumerator(PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, list[ListedFile]]):
     """Lists files at each discovery and hands out, oldest first, the splits of files not seen.
 
     The files of the last listing wait in memory in hand-out order and are cut
@@ -242,21 +252,21 @@ class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState, "
         self,
         fs: fsspec.AbstractFileSystem,
         listing: Listing,
-        cut: Callable[[ListedFile], list[FileSplit]],
+        cutter: SplitCutter,
         state: FileEnumeratorState,
         max_file_age_ms: int | None = None,
         latest_first: bool = False,
-        cleanup: Callable[[str], bool] | None = None,
+        cleaner: SourceCleaner | None = None,
     ) -> None:
         self._fs = fs
         self._listing = listing
-        self._cut = cut
+        self._cutter = cutter
         self._seen = dict(state.seen)
         self._newest_ms = state.newest_ms
         self._to_clean = list(state.to_clean)
         self._max_file_age_ms = max_file_age_ms
         self._latest_first = latest_first
-        self._cleanup = cleanup
+        self._cleaner = cleaner
         # The files of the last listing to hand out, in order, as plain tuples: the garbage
         # collector stops visiting those, which a million ListedFile objects would cost it.
         self._backlog: list[tuple[Any, ...]] = []
@@ -266,22 +276,20 @@ class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState, "
         self._too_old: int | None = None  # files kept out by the horizon, last listing
         self._return(state.pending)
 
-    def discover_more_splits(self) -> DiscoveredFiles:
-        return DiscoveredFiles(self._listing.files(self._fs))
+    def discover_more_splits(self) -> list[ListedFile]:
+        return self._listing.files(self._fs)
 
-    def handle_discovered_splits(self, discovered: Sequence[FileSplit]) -> None:
-        splits = discovered
-        files = splits.files if isinstance(splits, DiscoveredFiles) else _files_of(splits)
+    def handle_discovered_splits(self, discovered: list[ListedFile]) -> None:
         # The newest file decides, as in Spark: also among those just found, so that
         # the first discovery already ignores files maxFileAge older than the newest.
-        found = [file.modified_ms for file in files]
+        found = [file.modified_ms for file in discovered]
         if self._newest_ms is not None:
             found.append(self._newest_ms)
         self._newest_ms = max(found, default=None)
         horizon = self._horizon()
         backlog: list[ListedFile] = []
         too_old: list[ListedFile] = []
-        for file in files:
+        for file in discovered:
             if file.path not in self._seen:
                 young = horizon is None or file.modified_ms >= horizon
                 (backlog if young else too_old).append(file)
@@ -314,7 +322,7 @@ class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState, "
         while self._next < len(self._backlog) and len(taken) < room:
             file = ListedFile._make(self._backlog[self._next])
             self._next += 1
-            splits = self._cut(file)
+            splits = self._cutter.cut(file)
             fits = room - len(taken)
             taken.extend(splits[:fits])
             self._seen[file.path] = file.modified_ms
@@ -341,13 +349,13 @@ class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState, "
         )
 
     def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint[FileSplit]) -> None:
-        if self._cleanup is None:
+        if self._cleaner is None:
             return
         for split_id in sorted(checkpoint.finished):
-            path = split_id.rsplit(":", 1)[0]
+            path = checkpoint.splits[split_id].path
             if path not in self._to_clean:
                 self._to_clean.append(path)
-        self._to_clean = [path for path in self._to_clean if not self._cleanup(path)]
+        self._to_clean = [path for path in self._to_clean if not self._cleaner.clean(path)]
 
     def _return(self, splits: Sequence[FileSplit]) -> None:
         """Queue ``splits`` to be handed out after those returned before."""
@@ -380,15 +388,6 @@ class FileEnumerator(PeriodicSplitEnumerator["FileSplit", FileEnumeratorState, "
             _iso(horizon),
             too_old[0].path,
         )
-
-
-def _files_of(splits: Sequence[FileSplit]) -> list[ListedFile]:
-    """The files the ``splits`` belong to, once each, in their order."""
-    files = {
-        split.path: ListedFile(split.path, split.file_size, split.modified_ms, split.partition)
-        for split in splits
-    }
-    return list(files.values())
 
 
 def _iso(ms: int | None) -> str:

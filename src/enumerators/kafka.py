@@ -1,4 +1,4 @@
-"""The Kafka enumerator: finds topic partitions and says how far each can be read. Driver only.
+"""The Kafka enumerator, its state and the state's serializer. Driver only.
 
 A partition becomes a split the first time a discovery finds it, with its
 starting offset resolved then (``startingOffsets`` for the partitions of the
@@ -11,69 +11,127 @@ and every micro-batch reads it up to the offset :meth:`latest_positions` finds
 
 from __future__ import annotations
 
+import json
 import logging
-import re
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException
-from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._listoffsets import OffsetSpec
+from enumerators.base import CompletedCheckpoint, PeriodicSplitEnumerator, ReadMode
+from enumerators.kafka_admin import KafkaAdmin, OffsetFetchRetries, TopicSelection
+from enumerators.kafka_offsets import OffsetRequest, ReadBounds
+from sources.errors import CorruptDataError, InvalidOptionError, KafkaDataLossError
+from sources.kafka_config import KafkaClientConfig
+from sources.serialization import SimpleVersionedSerializer
+from sources.splits.kafka import KafkaPartitionSplit, TopicPartition
 
-from enumerators.base import CompletedCheckpoint, PeriodicSplitEnumerator
-from sources.errors import KafkaConnectionError, KafkaDataLossError
-from sources.kafka import KafkaEnumeratorState, KafkaPartitionSplit
-from sources.kafka_offsets import OffsetRequest, TopicPartition
-
-if TYPE_CHECKING:
-    from sources.kafka import KafkaSource, TopicSelection
-    from sources.kafka_config import KafkaClientConfig
-    from sources.kafka_offsets import Lookup
-
-__all__ = ["KafkaAdmin", "KafkaEnumerator"]
+__all__ = [
+    "KafkaEnumerator",
+    "KafkaEnumeratorConfig",
+    "KafkaEnumeratorState",
+    "KafkaEnumeratorStateSerializer",
+]
 
 log = logging.getLogger("splitsource.kafka")
 
-T = TypeVar("T")
-
 _EARLIEST = OffsetRequest("new partitions", default="earliest")
-_RETRY_DEADLINE = 60.0
-_TRANSIENT = frozenset(
-    {
-        # What a broker restart or a leader change looks like; Kafka's Java client retries these.
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._TIMED_OUT,
-        KafkaError._MSG_TIMED_OUT,
-        KafkaError.NETWORK_EXCEPTION,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.REPLICA_NOT_AVAILABLE,
-        KafkaError.FENCED_LEADER_EPOCH,
-        KafkaError.UNKNOWN_LEADER_EPOCH,
-        KafkaError.OFFSET_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.KAFKA_STORAGE_ERROR,
-        KafkaError._NOENT,  # "no leaders found" while a restarted broker elects them
-    }
-)
-_REQUEST_TIMEOUT = 30.0
+_UNBOUNDED = -1
+
+
+@dataclass(frozen=True)
+class KafkaEnumeratorConfig:
+    """What the Kafka enumerator needs of the user's options."""
+
+    name: str
+    """The format name, in messages."""
+
+    kafka: KafkaClientConfig
+    selection: TopicSelection
+    bounds: ReadBounds
+    retries: OffsetFetchRetries
+    fail_on_data_loss: bool
+    fail_when_no_timestamp_offset: bool
+    """``startingOffsetsByTimestampStrategy=error``: a partition with no record at or
+    after the starting time fails the read instead of starting at its end."""
+
+    commit_offsets: bool
+    group_id: str
+    """The consumer group ``commit_offsets`` commits to."""
+
+
+@dataclass(frozen=True)
+class KafkaEnumeratorState:
+    """The partitions found so far, and those found but not yet handed out.
+
+    ``initialized`` is True once the first discovery ran: partitions found after
+    it start at the earliest offset, as in Spark, instead of ``startingOffsets``.
+    """
+
+    initialized: bool = False
+    known: frozenset[TopicPartition] = frozenset()
+    pending: tuple[KafkaPartitionSplit, ...] = ()
+
+
+class KafkaEnumeratorStateSerializer(SimpleVersionedSerializer[KafkaEnumeratorState]):
+    """Version 1: JSON ``{"initialized": b, "known": {topic: [[first, last], ...]},
+    "pending": [[topic, partition, start, end or -1], ...]}``; known partitions as ranges."""
+
+    @property
+    def version(self) -> int:
+        return 1
+
+    def serialize(self, obj: KafkaEnumeratorState) -> bytes:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(obj.known):
+            by_topic.setdefault(topic, []).append(partition)
+        document = {
+            "initialized": obj.initialized,
+            "known": {topic: _ranges(partitions) for topic, partitions in by_topic.items()},
+            "pending": [
+                [s.topic, s.partition, s.start, _UNBOUNDED if s.end is None else s.end]
+                for s in obj.pending
+            ],
+        }
+        return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+    def deserialize(self, version: int, data: bytes) -> KafkaEnumeratorState:
+        if version != 1:
+            raise CorruptDataError(f"Kafka enumerator state version {version} does not exist")
+        document = json.loads(data)
+        known = frozenset(
+            (str(topic), partition)
+            for topic, ranges in document["known"].items()
+            for first, last in ranges
+            for partition in range(int(first), int(last) + 1)
+        )
+        pending = tuple(
+            KafkaPartitionSplit(str(t), int(p), int(s), None if e == _UNBOUNDED else int(e))
+            for t, p, s, e in document["pending"]
+        )
+        return KafkaEnumeratorState(bool(document["initialized"]), known, pending)
+
+
+def _ranges(partitions: list[int]) -> list[list[int]]:
+    """Sorted partition numbers as ``[first, last]`` runs: 0..999 is one entry, not 1,000."""
+    runs: list[list[int]] = []
+    for partition in partitions:
+        if runs and runs[-1][1] == partition - 1:
+            runs[-1][1] = partition
+        else:
+            runs.append([partition, partition])
+    return runs
 
 
 class KafkaEnumerator(
     PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumeratorState, list[KafkaPartitionSplit]]
 ):
-    """Discovers the selected partitions; ``bounded`` gives every split its ending offset."""
+    """Discovers the selected partitions; under ``spark.read`` every split gets its end."""
 
-    def __init__(self, source: KafkaSource, state: KafkaEnumeratorState, bounded: bool) -> None:
-        self._source = source
-        self._bounded = bounded
-        self._start_request, self._end_request = source.requests(bounded)
+    def __init__(
+        self, config: KafkaEnumeratorConfig, state: KafkaEnumeratorState, mode: ReadMode
+    ) -> None:
+        self._config = config
+        self._bounded = mode is ReadMode.BATCH
+        self._start_request, self._end_request = config.bounds.requests(mode)
         self._initialized = state.initialized
         self._known = set(state.known)
         self._pending = list(state.pending)
@@ -81,39 +139,32 @@ class KafkaEnumerator(
         self._gone: set[TopicPartition] = set()
 
     def start(self) -> None:
-        self._admin = KafkaAdmin(self._source.config, self._source)
-
-    @property
-    def admin(self) -> KafkaAdmin:
-        """The admin client, open between ``start`` and ``close``."""
-        if self._admin is None:
-            self._admin = KafkaAdmin(self._source.config, self._source)
-        return self._admin
+        config = self._config
+        self._admin = KafkaAdmin(config.kafka, config.retries, config.name)
 
     def discover_more_splits(self) -> list[KafkaPartitionSplit]:
-        known = set(self._known)
-        found = self.admin.partitions(self._source.selection, must_exist=self._bounded)
-        new = [tp for tp in found if tp not in known]
+        admin = self._started_admin()
+        found = admin.partitions(self._config.selection, must_exist=self._bounded)
+        new = [tp for tp in found if tp not in self._known]
         if not new:
             return []
         request = self._start_request if not self._initialized else _EARLIEST
-        request.check_covers(self._source.format_name(), new)
-        starts = self.admin.resolve(new, request, self._source.fail_when_no_timestamp_offset)
+        request.check_covers(self._config.name, new)
+        starts = admin.resolve(new, request, self._config.fail_when_no_timestamp_offset)
         if self._end_request is None:
             return [KafkaPartitionSplit(t, p, starts[(t, p)]) for t, p in new]
-        self._end_request.check_covers(self._source.format_name(), new)
-        ends = self.admin.resolve(new, self._end_request, fail_when_missing=False)
+        self._end_request.check_covers(self._config.name, new)
+        ends = admin.resolve(new, self._end_request, fail_when_missing=False)
         return [self._bounded_split(tp, starts[tp], ends[tp]) for tp in new]
 
     def handle_discovered_splits(self, discovered: list[KafkaPartitionSplit]) -> None:
-        splits = discovered
-        for split in splits:
+        for split in discovered:
             if split.topic_partition not in self._known:
                 self._known.add(split.topic_partition)
                 if split.end is None or split.end > split.start:
                     self._pending.append(split)
-        if splits and self._initialized:
-            log.info("%s: new partitions %s", self._source.format_name(), _names(splits))
+        if discovered and self._initialized:
+            log.info("%s: new partitions %s", self._config.name, _names(discovered))
         self._initialized = True
 
     def next_splits(self, max_splits: int | None = None) -> list[KafkaPartitionSplit]:
@@ -132,7 +183,7 @@ class KafkaEnumerator(
 
     def latest_positions(self, splits: Sequence[KafkaPartitionSplit]) -> Mapping[str, int]:
         partitions = [split.topic_partition for split in splits]
-        latest = self.admin.latest(partitions, self._source.settings["failOnDataLoss"])
+        latest = self._started_admin().latest(partitions, self._config.fail_on_data_loss)
         self._gone = {tp for tp in partitions if tp not in latest}
         return {split.split_id: latest.get(split.topic_partition, 0) for split in splits}
 
@@ -143,262 +194,47 @@ class KafkaEnumerator(
         if tp in self._gone:  # deleted under failOnDataLoss=false: warned, left behind
             return None
         lost = (
-            f"{self._source.format_name()}: {split.split_id} now ends at offset {readable}, "
+            f"{self._config.name}: {split.split_id} now ends at offset {readable}, "
             f"before offset {position} that was already read: the partition lost records "
             "(was the topic deleted and created again?), so records may have been missed"
         )
-        if self._source.settings["failOnDataLoss"]:
+        if self._config.fail_on_data_loss:
             raise KafkaDataLossError(
                 f"{lost}. Set failOnDataLoss=false to go on from its earliest offset."
             )
-        start = self.admin.resolve([tp], _EARLIEST, fail_when_missing=False)[tp]
+        start = self._started_admin().resolve([tp], _EARLIEST, fail_when_missing=False)[tp]
         log.warning("%s; failOnDataLoss=false, so it is read again from offset %d", lost, start)
         return KafkaPartitionSplit(tp[0], tp[1], start)
 
     def notify_checkpoint_complete(
         self, checkpoint: CompletedCheckpoint[KafkaPartitionSplit]
     ) -> None:
-        if not self._source.settings["commitOffsets"] or not checkpoint.positions:
+        if not self._config.commit_offsets or not checkpoint.positions:
             return
-        offsets = {}
-        for split_id, position in checkpoint.positions.items():
-            topic, _, partition = split_id.rpartition("-")
-            offsets[(topic, int(partition))] = position
-        self.admin.commit(self._source.group_id, offsets)
+        offsets = {
+            checkpoint.splits[split_id].topic_partition: position
+            for split_id, position in checkpoint.positions.items()
+        }
+        self._started_admin().commit(self._config.group_id, offsets)
 
     def close(self) -> None:
         self._admin = None
 
+    def _started_admin(self) -> KafkaAdmin:
+        assert self._admin is not None, "start() opens the admin client"
+        return self._admin
+
     def _bounded_split(self, tp: TopicPartition, start: int, end: int) -> KafkaPartitionSplit:
         if start > end:
-            raise KafkaDataLossError(
-                f"{self._source.format_name()}: {tp[0]}-{tp[1]} would start at offset {start} "
+            raise InvalidOptionError(
+                self._config.name,
+                self._start_request.option,
+                f"{tp[0]}-{tp[1]} would start at offset {start} "
                 f"({self._start_request.option}) after it ends at {end} "
                 f"({self._end_request.option if self._end_request else 'latest'}); give "
-                "starting offsets before the ending ones"
+                "starting offsets before the ending ones",
             )
         return KafkaPartitionSplit(tp[0], tp[1], start, end)
-
-
-class KafkaAdmin:
-    """The driver's questions to the brokers: partitions, offsets, group commits.
-
-    Retriable errors (a leader moving, a broker restarting) are retried for up to a
-    minute; others fail at once with a message naming the brokers, never a secret.
-    """
-
-    def __init__(self, config: KafkaClientConfig, source: KafkaSource) -> None:
-        self._config = config
-        self._source = source
-        self._errors: list[KafkaError] = []
-        isolation = config.get("isolation.level", "read_uncommitted").lower()
-        self._isolation = (
-            IsolationLevel.READ_COMMITTED
-            if isolation == "read_committed"
-            else IsolationLevel.READ_UNCOMMITTED
-        )
-        settings = {
-            key: value
-            for key, value in config.client().items()
-            if key not in ("isolation.level", "group.id")
-        }
-        try:
-            self._client = AdminClient({**settings, "error_cb": self._errors.append})  # type: ignore[dict-item]
-        except KafkaException as error:
-            raise KafkaConnectionError(self._explain("configure a Kafka client", error)) from None
-
-    def partitions(self, selection: TopicSelection, must_exist: bool) -> list[TopicPartition]:
-        """The partitions ``selection`` names that exist now, sorted.
-
-        A subscribed topic that does not exist fails a bounded read (``must_exist``)
-        and is waited for by a stream.
-        """
-        metadata = self._call(
-            "list the topics", lambda: self._client.list_topics(timeout=_REQUEST_TIMEOUT)
-        )
-        topics = {
-            name: sorted(topic.partitions)
-            for name, topic in metadata.topics.items()
-            if topic.error is None
-        }
-        if selection.assigned:
-            return [tp for tp in selection.assigned if tp[1] in topics.get(tp[0], ())]
-        if selection.pattern is not None:
-            pattern = re.compile(selection.pattern)
-            names = [n for n in topics if pattern.fullmatch(n) and not n.startswith("__")]
-        else:
-            names = list(selection.topics)
-            missing = [name for name in names if name not in topics]
-            if missing and must_exist:
-                raise KafkaDataLossError(
-                    f"{self._source.format_name()}: topic {', '.join(missing)} does not exist "
-                    f"at {self._config.bootstrap_servers}; check the subscribe option"
-                )
-        return [(name, p) for name in sorted(names) for p in topics.get(name, ())]
-
-    def resolve(
-        self, partitions: Sequence[TopicPartition], request: OffsetRequest, fail_when_missing: bool
-    ) -> dict[TopicPartition, int]:
-        """The offsets ``request`` asks for in each of ``partitions``."""
-        lookups = {tp: request.lookup(tp) for tp in partitions}
-        resolved = {tp: n for tp, (kind, n) in lookups.items() if kind == "offset"}
-        asked = {tp: lookup for tp, lookup in lookups.items() if lookup[0] != "offset"}
-        found = self._list_offsets(asked) if asked else {}
-        for tp, offset in found.items():
-            if offset >= 0:
-                resolved[tp] = offset
-                continue
-            if fail_when_missing:
-                raise KafkaDataLossError(
-                    f"{self._source.format_name()}: {tp[0]}-{tp[1]} has no record at or after "
-                    f"timestamp {asked[tp][1]} ({request.option}); give an earlier time, or "
-                    "set startingOffsetsByTimestampStrategy to latest to start at the end"
-                )
-            resolved[tp] = self.latest([tp], fail_on_data_loss=True)[tp]
-        return resolved
-
-    def latest(
-        self, partitions: Sequence[TopicPartition], fail_on_data_loss: bool
-    ) -> dict[TopicPartition, int]:
-        """The offset after the last readable record of each partition (``read_committed``:
-        the last stable offset). A deleted partition fails, or is left out with a warning."""
-        return self._list_offsets(
-            {tp: ("latest", 0) for tp in partitions}, missing_ok=not fail_on_data_loss
-        )
-
-    def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit ``offsets`` to consumer group ``group`` for lag monitoring."""
-        from confluent_kafka import ConsumerGroupTopicPartitions
-
-        request = ConsumerGroupTopicPartitions(
-            group, [KafkaTopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())]
-        )
-
-        def alter() -> object:
-            futures = self._client.alter_consumer_group_offsets(
-                [request], request_timeout=_REQUEST_TIMEOUT
-            )
-            return futures[group].result()
-
-        self._call(f"commit offsets to consumer group {group}", alter)
-
-    def _list_offsets(
-        self, lookups: Mapping[TopicPartition, Lookup], missing_ok: bool = False
-    ) -> dict[TopicPartition, int]:
-        specs = {KafkaTopicPartition(t, p): _spec(lookup) for (t, p), lookup in lookups.items()}
-
-        def query() -> dict[TopicPartition, int]:
-            futures = self._client.list_offsets(
-                specs, isolation_level=self._isolation, request_timeout=_REQUEST_TIMEOUT
-            )
-            found, unknown = {}, []
-            for tp, future in futures.items():
-                try:
-                    found[(tp.topic, tp.partition)] = future.result().offset
-                except KafkaException as error:
-                    if not _is_unknown_partition(error):
-                        raise
-                    unknown.append((tp.topic, tp.partition))
-            if unknown:
-                self._confirm_gone(unknown, missing_ok)
-            return found
-
-        return self._call("look up offsets", query)
-
-    def _confirm_gone(self, unknown: Sequence[TopicPartition], missing_ok: bool) -> None:
-        """Fail, or warn, for partitions that the cluster's metadata no longer lists.
-
-        A broker that has just restarted may answer "unknown partition" for a partition
-        that exists; that case is retried instead, like any other transient error.
-        """
-        metadata = self._client.list_topics(timeout=_REQUEST_TIMEOUT)
-        topics = metadata.topics
-        listed = [
-            (t, p)
-            for t, p in unknown
-            if t in topics and topics[t].error is None and p in topics[t].partitions
-        ]
-        if listed:
-            raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE, "metadata not ready"))
-        names = ", ".join(f"{t}-{p}" for t, p in unknown)
-        if not missing_ok:
-            raise KafkaDataLossError(
-                f"{self._source.format_name()}: {names} no longer exists (was the topic "
-                "deleted?), so its unread records are lost. Set failOnDataLoss=false to go "
-                "on without it."
-            )
-        log.warning(
-            "%s: %s no longer exists (topic deleted?); failOnDataLoss=false, so it is no "
-            "longer read",
-            self._source.format_name(),
-            names,
-        )
-
-    def _call(self, what: str, action: Callable[[], T]) -> T:
-        settings = self._source.settings
-        deadline = time.monotonic() + _RETRY_DEADLINE
-        attempts = 0
-        while True:
-            try:
-                return action()
-            except KafkaException as error:
-                attempts += 1
-                retriable = _retriable(error)
-                if not retriable or (
-                    attempts > settings["fetchOffset.numRetries"] and time.monotonic() > deadline
-                ):
-                    raise KafkaConnectionError(self._explain(what, error)) from error
-                time.sleep(max(settings["fetchOffset.retryIntervalMs"] / 1000, 0.2))
-
-    def _explain(self, what: str, error: KafkaException) -> str:
-        self._client_poll()
-        cause = error.args[0] if error.args else error
-        reason = str(cause.str() if isinstance(cause, KafkaError) else cause)
-        recent = {str(e.str()) for e in self._errors[-3:]} - {reason}
-        detail = "; ".join([reason, *sorted(recent)])
-        return (
-            f"{self._source.format_name()} could not {what} at {self._config.bootstrap_servers}: "
-            f"{detail}. Check kafka.bootstrap.servers, kafka.security.protocol and the "
-            "kafka.sasl.* credentials."
-        )
-
-    def _client_poll(self) -> None:
-        client = getattr(self, "_client", None)
-        if client is not None:
-            client.poll(0)
-
-
-def _spec(lookup: Lookup) -> OffsetSpec:
-    kind, value = lookup
-    spec: OffsetSpec
-    if kind == "earliest":
-        spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
-    elif kind == "latest":
-        spec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-    else:
-        spec = OffsetSpec.for_timestamp(value)
-    return spec
-
-
-def _retriable(error: KafkaException) -> bool:
-    cause = error.args[0] if error.args else None
-    if not isinstance(cause, KafkaError):
-        return False
-    if _is_unknown_partition(error) or cause.code() in (
-        KafkaError._AUTHENTICATION,
-        KafkaError.SASL_AUTHENTICATION_FAILED,
-    ):
-        return False
-    return bool(cause.retriable()) or cause.code() in _TRANSIENT
-
-
-def _is_unknown_partition(error: KafkaException) -> bool:
-    cause = error.args[0] if error.args else None
-    return isinstance(cause, KafkaError) and cause.code() in (
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError._UNKNOWN_PARTITION,
-        KafkaError._UNKNOWN_TOPIC,
-    )
 
 
 def _names(splits: Sequence[KafkaPartitionSplit]) -> str:

@@ -3,16 +3,85 @@
 Spark checks the first batch of a task against the declared schema (names,
 types, order, nullability) and trusts the rest; :func:`conform` makes every
 batch pass that check, and :class:`BatchAssembler` cuts and coalesces batches
-to at most ``max_rows`` rows and about ``max_bytes`` bytes.
+to at most ``max_rows`` rows and about ``max_bytes`` bytes. :func:`fit_columns`
+is the column matching both :func:`conform` and the file formats use.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
 
 import pyarrow as pa
 
 from sources.errors import SchemaMismatchError
 
-__all__ = ["BatchAssembler", "conform"]
+__all__ = [
+    "BatchAssembler",
+    "ColumnMismatch",
+    "MissingColumn",
+    "NullsInNotNullColumn",
+    "UnconvertibleColumn",
+    "conform",
+    "fit_columns",
+]
+
+Data = TypeVar("Data", pa.Table, pa.RecordBatch)
+
+
+class ColumnMismatch(ValueError):
+    """A column of some data does not fit the field of a schema it should have."""
+
+    def __init__(self, target: pa.Field) -> None:
+        super().__init__(target.name)
+        self.target = target
+
+
+class MissingColumn(ColumnMismatch):
+    """The data has no column named as the field."""
+
+
+class UnconvertibleColumn(ColumnMismatch):
+    """The column's type does not cast safely to the field's."""
+
+    def __init__(self, target: pa.Field, produced: pa.DataType, error: pa.ArrowException) -> None:
+        super().__init__(target)
+        self.produced = produced
+        self.error = error
+
+
+class NullsInNotNullColumn(ColumnMismatch):
+    """The column has nulls, and the field is NOT NULL."""
+
+    def __init__(self, target: pa.Field, null_count: int) -> None:
+        super().__init__(target)
+        self.null_count = null_count
+
+
+def fit_columns(data: Data, schema: pa.Schema, *, missing_as_nulls: bool) -> list[pa.Array]:
+    """The columns of ``data`` for each field of ``schema``: selected by name and cast safely.
+
+    A column missing from ``data`` is all nulls if ``missing_as_nulls`` and the
+    field is nullable. Raises the :class:`ColumnMismatch` of the first field
+    that does not fit.
+    """
+    columns = []
+    for target in schema:
+        index = data.schema.get_field_index(target.name)
+        if index < 0:
+            if not (missing_as_nulls and target.nullable):
+                raise MissingColumn(target)
+            columns.append(pa.nulls(data.num_rows, target.type))
+            continue
+        column = data.column(index)
+        if not column.type.equals(target.type):
+            try:
+                column = column.cast(target.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+                raise UnconvertibleColumn(target, column.type, error) from None
+        if not target.nullable and column.null_count:
+            raise NullsInNotNullColumn(target, column.null_count)
+        columns.append(column)
+    return columns
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema, origin: str) -> pa.RecordBatch:
@@ -22,30 +91,23 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema, origin: str) -> pa.RecordB
     """
     if batch.schema.equals(schema):
         return batch
-    columns = []
-    for target in schema:
-        index = batch.schema.get_field_index(target.name)
-        if index < 0:
-            raise SchemaMismatchError(
-                f"{origin} produced no column '{target.name}' "
-                f"(it produced {batch.schema.names}); the declared schema is {schema}."
-            )
-        column = batch.column(index)
-        if not column.type.equals(target.type):
-            try:
-                column = column.cast(target.type, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-                produced = batch.schema.field(index).type
-                raise SchemaMismatchError(
-                    f"{origin} produced column '{target.name}' as {produced}, "
-                    f"which does not convert to the declared {target.type}: {error}"
-                ) from None
-        if not target.nullable and column.null_count:
-            raise SchemaMismatchError(
-                f"{origin} produced {column.null_count} null values in column "
-                f"'{target.name}', which is declared NOT NULL."
-            )
-        columns.append(column)
+    try:
+        columns = fit_columns(batch, schema, missing_as_nulls=False)
+    except MissingColumn as problem:
+        raise SchemaMismatchError(
+            f"{origin} produced no column '{problem.target.name}' "
+            f"(it produced {batch.schema.names}); the declared schema is {schema}."
+        ) from None
+    except UnconvertibleColumn as problem:
+        raise SchemaMismatchError(
+            f"{origin} produced column '{problem.target.name}' as {problem.produced}, "
+            f"which does not convert to the declared {problem.target.type}: {problem.error}"
+        ) from None
+    except NullsInNotNullColumn as problem:
+        raise SchemaMismatchError(
+            f"{origin} produced {problem.null_count} null values in column "
+            f"'{problem.target.name}', which is declared NOT NULL."
+        ) from None
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 
-import fsspec
 import pyarrow as pa
 
-from enumerators.files import modified_ms
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.formats import FormatOptions, missing_file_error, read_range
 from sources.errors import CorruptFileError, FileReadError, MissingFileError
+from sources.filesystems import Storage, modified_ms
+from sources.splits.files import FileSplit
 
-if TYPE_CHECKING:
-    from sources.files import FileSplit
-
-__all__ = ["FileSplitReader", "SkipPolicy"]
+__all__ = ["FileReadConfig", "FileSplitReader", "SkipPolicy"]
 
 BATCHES_PER_FETCH = 4
 _LOG = logging.getLogger("splitsource.files")
@@ -43,24 +39,31 @@ class SkipPolicy:
         return isinstance(error, CorruptFileError) and self.ignore_corrupt
 
 
-class FileSplitReader(SplitReader["FileSplit"]):
+@dataclass(frozen=True)
+class FileReadConfig:
+    """How the files are read: through ``storage``, decoded by ``format``, skipping per ``skip``.
+
+    ``format.data_schema`` is not used: each split reads the columns of the
+    read schema that are not partition columns of its file.
+    """
+
+    storage: Storage
+    format: FormatOptions
+    skip: SkipPolicy = SkipPolicy()
+
+
+class FileSplitReader(SplitReader[FileSplit]):
     """Reads its splits one after the other, a few Arrow batches per ``fetch``.
 
     Decoding a file range blocks only on storage I/O, so ``fetch`` returns after
     at most ``BATCHES_PER_FETCH`` batches and ``wakeup`` has nothing to break.
     """
 
-    def __init__(
-        self,
-        fs: fsspec.AbstractFileSystem,
-        format_options: Callable[[pa.Schema], FormatOptions],
-        schema: pa.Schema,
-        skip: SkipPolicy = SkipPolicy(),
-    ) -> None:
-        self._fs = fs
-        self._format_options = format_options
+    def __init__(self, config: FileReadConfig, schema: pa.Schema) -> None:
+        self._fs = config.storage.fs
+        self._format = config.format
         self._schema = schema
-        self._skip = skip
+        self._skip = config.skip
         self._splits: list[FileSplit] = []
         self._current: Iterator[pa.RecordBatch] | None = None
 
@@ -110,7 +113,7 @@ class FileSplitReader(SplitReader["FileSplit"]):
         self._check_unchanged(split)
         partition = dict(split.partition)
         data_schema = pa.schema([field for field in self._schema if field.name not in partition])
-        options = self._format_options(data_schema)
+        options = replace(self._format, data_schema=data_schema)
         for batch in read_range(self._fs, split.path, split.start, split.length, options):
             yield self._with_partition(batch, partition)
 

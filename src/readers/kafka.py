@@ -17,8 +17,10 @@ import logging
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,40 +28,60 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from sources.errors import KafkaConnectionError, KafkaDataLossError
-from sources.kafka import KafkaPartitionSplit
+from sources.kafka_config import KafkaClientConfig
+from sources.splits.kafka import KafkaPartitionSplit
 
-if TYPE_CHECKING:
-    from sources.kafka import KafkaSource
-
-__all__ = ["WAKEUP_SLICE", "KafkaSplitReader"]
+__all__ = ["WAKEUP_SLICE", "KafkaReaderConfig", "KafkaSplitReader"]
 
 log = logging.getLogger("splitsource.kafka")
 
 WAKEUP_SLICE = 0.1
 MESSAGES_PER_CONSUME = 20_000
 
-_TUNING = {
-    # librdkafka postpones the next fetch by this much once the prefetch queue holds
-    # queued.min.messages (default 1 s): a reader then drains the queue and waits idle.
-    "fetch.queue.backoff.ms": 10,
-    "fetch.max.bytes": 64 << 20,
-    "max.partition.fetch.bytes": 16 << 20,
-    "queued.min.messages": 200_000,
-}
+_TUNING = MappingProxyType(
+    {
+        # librdkafka postpones the next fetch by this much once the prefetch queue holds
+        # queued.min.messages (default 1 s): a reader then drains the queue and waits idle.
+        "fetch.queue.backoff.ms": 10,
+        "fetch.max.bytes": 64 << 20,
+        "max.partition.fetch.bytes": 16 << 20,
+        "queued.min.messages": 200_000,
+    }
+)
 _LOSS_CODES = (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE)
+_FAILING_CODES = (
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+)
+
+
+@dataclass(frozen=True)
+class KafkaReaderConfig:
+    """What the Kafka split reader needs of the user's options."""
+
+    name: str
+    """The format name, in messages."""
+
+    kafka: KafkaClientConfig
+    group_id: str
+    """The consumers' ``group.id``; they never join or commit to the group."""
+
+    poll_timeout_ms: int
+    """``kafkaConsumer.pollTimeoutMs``: how long records the brokers said exist may take."""
+
+    fail_on_data_loss: bool
 
 
 class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
     """Reads the bounded splits of one task in order with one consumer."""
 
-    def __init__(self, source: KafkaSource, schema: pa.Schema) -> None:
-        self._source = source
+    def __init__(self, config: KafkaReaderConfig, schema: pa.Schema) -> None:
+        self._config = config
         self._schema = schema
-        self._name = source.format_name()
-        self._poll_timeout = source.settings["kafkaConsumer.pollTimeoutMs"] / 1000
-        self._fail_on_data_loss = source.settings["failOnDataLoss"]
+        self._name = config.name
+        self._poll_timeout = config.poll_timeout_ms / 1000
         self._splits: deque[KafkaPartitionSplit] = deque()
-        self._lock = threading.Lock()
         self._woken = threading.Event()
         self._consumer: Consumer | None = None
         self._current: KafkaPartitionSplit | None = None
@@ -67,8 +89,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         self._last_progress = 0.0
 
     def handle_splits_changes(self, change: SplitsAddition[KafkaPartitionSplit]) -> None:
-        with self._lock:
-            self._splits.extend(change.splits)
+        self._splits.extend(change.splits)
 
     def fetch(self, timeout: float) -> RecordsBySplit:
         split = self._current or self._take_next()
@@ -105,10 +126,9 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
             consumer.close()
 
     def _take_next(self) -> KafkaPartitionSplit | None:
-        with self._lock:
-            if not self._splits:
-                return None
-            split = self._splits.popleft()
+        if not self._splits:
+            return None
+        split = self._splits.popleft()
         self._current = split
         self._next_offset = split.start
         self._last_progress = time.monotonic()
@@ -118,16 +138,15 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
 
     def _consumer_for(self, split: KafkaPartitionSplit) -> Consumer:
         if self._consumer is None:
-            settings = self._source.config.client(
+            kafka = self._config.kafka
+            settings = kafka.client(
                 **{
-                    "group.id": self._source.group_id,
+                    "group.id": self._config.group_id,
                     "enable.auto.commit": False,
                     "enable.auto.offset.store": False,
                     "enable.partition.eof": True,
                     "auto.offset.reset": "error",
-                    "isolation.level": self._source.config.get(
-                        "isolation.level", "read_uncommitted"
-                    ),
+                    "isolation.level": kafka.get("isolation.level", "read_uncommitted"),
                 }
             )
             try:
@@ -135,7 +154,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
             except KafkaException as error:
                 raise KafkaConnectionError(
                     f"{self._name} could not create a consumer for "
-                    f"{self._source.config.bootstrap_servers}: {error}"
+                    f"{kafka.bootstrap_servers}: {error}"
                 ) from None
             self._assign(split, self._next_offset)
         return self._consumer
@@ -214,14 +233,10 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
             return (message.offset() or 0) >= end
         if code in _LOSS_CODES:
             return self._skip_lost(split, end)
-        if error.fatal() or code in (
-            KafkaError._AUTHENTICATION,
-            KafkaError.SASL_AUTHENTICATION_FAILED,
-            KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        ):
+        if error.fatal() or code in _FAILING_CODES:
             raise KafkaConnectionError(
                 f"{self._name} failed reading {split.split_id} at "
-                f"{self._source.config.bootstrap_servers}: {error.str()}"
+                f"{self._config.kafka.bootstrap_servers}: {error.str()}"
             )
         log.info("%s: %s while reading %s; retrying", self._name, error.str(), split.split_id)
         return False
@@ -231,7 +246,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         tp = TopicPartition(split.topic, split.partition)
         low, _ = self._consumer.get_watermark_offsets(tp, timeout=30, cached=False)
         lost = f"{split.split_id}: offsets [{self._next_offset}, {min(low, end)}) are gone"
-        if self._fail_on_data_loss:
+        if self._config.fail_on_data_loss:
             raise KafkaDataLossError(
                 f"{self._name} {lost} (the earliest offset is now {low}; retention or a "
                 f"deletion removed them) but the batch must read up to {end}. Records may "
@@ -253,7 +268,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
     def _check_progress(self, split: KafkaPartitionSplit, end: int) -> None:
         waited = time.monotonic() - self._last_progress
         if waited > self._poll_timeout:
-            raise KafkaDataLossError(
+            raise KafkaConnectionError(
                 f"{self._name}: {split.split_id} delivered nothing for {waited:.0f} s while "
                 f"offsets [{self._next_offset}, {end}) were expected "
                 "(kafkaConsumer.pollTimeoutMs). The brokers may be unreachable, or the "

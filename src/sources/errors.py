@@ -109,5 +109,5 @@ class DataLossError(SplitSourceError, RuntimeError):
 
 
 class KafkaDataLossError(DataLossError):
-    """Records that should be read are gone (retention, a deleted topic) or never existed;
+    """Records that should be read are gone (retention, a deleted or re-created topic);
     the message names topic, partition and offsets (``failOnDataLoss``)."""

@@ -11,24 +11,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from sources.errors import InvalidOptionError
 
 __all__ = ["KafkaClientConfig", "is_secret"]
 
-_OWNED = {
-    "auto.offset.reset": "set startingOffsets instead",
-    "enable.auto.commit": "offsets are tracked in Spark's checkpoint; see commitOffsets",
-    "enable.auto.offset.store": "offsets are tracked in Spark's checkpoint",
-    "key.deserializer": "keys are always returned as binary; cast or decode them in Spark",
-    "value.deserializer": "values are always returned as binary; cast or decode them in Spark",
-    "interceptor.classes": "Java interceptors do not exist in confluent-kafka",
-    "enable.partition.eof": "the reader relies on its own setting",
-}
+_OWNED = MappingProxyType(
+    {
+        "auto.offset.reset": "set startingOffsets instead",
+        "enable.auto.commit": "offsets are tracked in Spark's checkpoint; see commitOffsets",
+        "enable.auto.offset.store": "offsets are tracked in Spark's checkpoint",
+        "key.deserializer": "keys are always returned as binary; cast or decode them in Spark",
+        "value.deserializer": "values are always returned as binary; cast or decode them in Spark",
+        "interceptor.classes": "Java interceptors do not exist in confluent-kafka",
+        "enable.partition.eof": "the reader relies on its own setting",
+    }
+)
 _SECRET_WORDS = ("password", "secret", "jaas", "token", "credential", "key.pem", "keystore")
 _JAAS_FIELD = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_JAAS_MECHANISMS = {"PlainLoginModule": "PLAIN", "ScramLoginModule": None}
+_JAAS_MECHANISMS = MappingProxyType({"PlainLoginModule": "PLAIN", "ScramLoginModule": None})
 
 
 def is_secret(key: str) -> bool:

@@ -96,10 +96,13 @@ class KillOnceKafkaSource(KafkaSource):
 
     name = "killoncekafka"
     options: ClassVar = (*KafkaSource.options, KILL_MARKER)
+    kill_marker: str = ""
 
-    def __init__(self, options: Options) -> None:
-        super().__init__(options)
-        self.kill_marker: str = options["killMarker"]
+    @classmethod
+    def from_options(cls, options: Options) -> KillOnceKafkaSource:
+        source = super().from_options(options)
+        source.kill_marker = options["killMarker"]
+        return source
 
     def create_reader(self, schema: pa.Schema) -> KillOnceReader:
         return KillOnceReader(super().create_reader(schema), self.kill_marker)

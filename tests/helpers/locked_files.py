@@ -13,6 +13,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from sources.files import FileSource
+from sources.filesystems import Storage
 
 
 class LockedDirectoryFileSystem(LocalFileSystem):
@@ -31,11 +32,15 @@ class LockedDirectoryFileSystem(LocalFileSystem):
         return super().ls(path, *args, **kwargs)
 
 
+class LockedStorage(Storage):
+    """Storage on :class:`LockedDirectoryFileSystem`."""
+
+    def connect(self) -> fsspec.AbstractFileSystem:
+        return LockedDirectoryFileSystem()
+
+
 class LockedFilesSource(FileSource):
     """``splitsource.lockedfiles``: :class:`FileSource` on :class:`LockedDirectoryFileSystem`."""
 
     name = "lockedfiles"
-
-    @property
-    def fs(self) -> fsspec.AbstractFileSystem:
-        return LockedDirectoryFileSystem()
+    storage_class = LockedStorage

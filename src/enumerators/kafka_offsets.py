@@ -13,15 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from enumerators.base import ReadMode
 from sources.errors import InvalidOptionError
+from sources.splits.kafka import TopicPartition
 
-__all__ = ["EARLIEST", "LATEST", "Lookup", "OffsetRequest", "TopicPartition"]
+__all__ = ["EARLIEST", "LATEST", "Lookup", "OffsetRequest", "ReadBounds"]
 
 EARLIEST = -2
 LATEST = -1
-
-TopicPartition = tuple[str, int]
-"""A Kafka partition as (topic, partition)."""
 
 Lookup = tuple[Literal["earliest", "latest", "offset", "timestamp"], int]
 """How to find one partition's offset: ``("offset", n)``, ``("timestamp", ms)``, or
@@ -69,57 +68,83 @@ class OffsetRequest:
             )
 
 
-def starting_request(source: str, options: Mapping[str, Any], bounded: bool) -> OffsetRequest:
-    """Where a read starts: ``startingTimestamp`` wins over ``startingOffsetsByTimestamp``,
-    which wins over ``startingOffsets`` (default ``latest`` for streams, ``earliest`` for
-    ``spark.read``), as in Spark."""
-    if options["startingTimestamp"] is not None:
-        return OffsetRequest("startingTimestamp", timestamp=options["startingTimestamp"])
-    if options["startingOffsetsByTimestamp"] is not None:
-        name = "startingOffsetsByTimestamp"
-        return OffsetRequest(name, timestamps=_partition_json(source, name, options[name]))
-    text = options["startingOffsets"]
-    if text is None:
-        return OffsetRequest("startingOffsets", default="earliest" if bounded else "latest")
-    request = _offsets(source, "startingOffsets", text)
-    if bounded and (request.default == "latest" or LATEST in request.offsets.values()):
-        raise InvalidOptionError(
-            source,
-            "startingOffsets",
-            "cannot be latest (-1) for a batch query: it would read nothing; use "
-            "earliest or specific offsets",
+@dataclass(frozen=True)
+class ReadBounds:
+    """The starting and ending options as given, parsed before the read mode is known."""
+
+    source: str
+    """The format name, in error messages."""
+
+    starting: OffsetRequest | None
+    """The winning starting option; ``None`` when none is given."""
+
+    ending: OffsetRequest | None
+    """The winning ending option; ``None`` when none is given."""
+
+    @classmethod
+    def from_options(cls, source: str, options: Mapping[str, Any]) -> ReadBounds:
+        """Parse the options, so that a malformed one fails at ``load()``."""
+        starting = _given(source, options, "starting")
+        ending = _given(source, options, "ending")
+        if ending is not None and (
+            ending.default == "earliest" or EARLIEST in ending.offsets.values()
+        ):
+            raise InvalidOptionError(
+                source,
+                "endingOffsets",
+                "cannot be earliest (-2) for a batch query: it would read nothing; use "
+                "latest or specific offsets",
+            )
+        return cls(source, starting, ending)
+
+    def requests(self, mode: ReadMode) -> tuple[OffsetRequest, OffsetRequest | None]:
+        """Where a read in ``mode`` starts and, for ``spark.read``, where it ends.
+
+        Starting defaults to ``latest`` for streams and ``earliest`` for ``spark.read``,
+        which refuses ``latest``; ending defaults to ``latest`` and streams refuse it.
+        """
+        bounded = mode is ReadMode.BATCH
+        start = self.starting or OffsetRequest(
+            "startingOffsets", default="earliest" if bounded else "latest"
         )
-    return request
+        if bounded and (start.default == "latest" or LATEST in start.offsets.values()):
+            raise InvalidOptionError(
+                self.source,
+                "startingOffsets",
+                "cannot be latest (-1) for a batch query: it would read nothing; use "
+                "earliest or specific offsets",
+            )
+        if not bounded:
+            if self.ending is not None:
+                raise InvalidOptionError(
+                    self.source,
+                    self.ending.option,
+                    "is for batch queries (spark.read) only; a stream reads on as data "
+                    "arrives (use Trigger.AvailableNow to stop at the data available at the "
+                    "start)",
+                )
+            return start, None
+        return start, self.ending or OffsetRequest("endingOffsets", default="latest")
 
 
-def ending_request(source: str, options: Mapping[str, Any], bounded: bool) -> OffsetRequest:
-    """Where a ``spark.read`` ends (``endingTimestamp`` > ``endingOffsetsByTimestamp`` >
-    ``endingOffsets``, default ``latest``); streams refuse every ending option."""
-    names = ("endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets")
-    given = [name for name in names if options[name] is not None]
-    if given and not bounded:
-        raise InvalidOptionError(
-            source,
-            given[0],
-            "is for batch queries (spark.read) only; a stream reads on as data arrives "
-            "(use Trigger.AvailableNow to stop at the data available at the start)",
-        )
-    if options["endingTimestamp"] is not None:
-        return OffsetRequest("endingTimestamp", timestamp=options["endingTimestamp"])
-    if options["endingOffsetsByTimestamp"] is not None:
-        name = "endingOffsetsByTimestamp"
-        return OffsetRequest(name, timestamps=_partition_json(source, name, options[name]))
-    if options["endingOffsets"] is None:
-        return OffsetRequest("endingOffsets", default="latest")
-    request = _offsets(source, "endingOffsets", options["endingOffsets"])
-    if request.default == "earliest" or EARLIEST in request.offsets.values():
-        raise InvalidOptionError(
-            source,
-            "endingOffsets",
-            "cannot be earliest (-2) for a batch query: it would read nothing; use "
-            "latest or specific offsets",
-        )
-    return request
+def _given(
+    source: str, options: Mapping[str, Any], end: Literal["starting", "ending"]
+) -> OffsetRequest | None:
+    """One end's winning option: ``<end>Timestamp`` wins over ``<end>OffsetsByTimestamp``,
+    which wins over ``<end>Offsets``, as in Spark; ``None`` when none is given."""
+    timestamp, by_timestamp, offsets = (
+        f"{end}Timestamp",
+        f"{end}OffsetsByTimestamp",
+        f"{end}Offsets",
+    )
+    if options[timestamp] is not None:
+        return OffsetRequest(timestamp, timestamp=options[timestamp])
+    if options[by_timestamp] is not None:
+        parsed = _partition_json(source, by_timestamp, options[by_timestamp])
+        return OffsetRequest(by_timestamp, timestamps=parsed)
+    if options[offsets] is None:
+        return None
+    return _offsets(source, offsets, options[offsets])
 
 
 def _offsets(source: str, option: str, text: str) -> OffsetRequest:

@@ -1,0 +1,223 @@
+"""The text formats' common reading: one record per line, split by the rule of :mod:`.lines`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import fsspec
+import pyarrow as pa
+
+from readers.formats.compression import codec_of, whole_file_extensions
+from readers.formats.lines import Block, LineBlocks
+from readers.formats.malformed import (
+    LineCodec,
+    MalformedLines,
+    RecordCodec,
+    add_corrupt_column,
+    decode_located,
+    decode_tolerant,
+    file_schema,
+)
+from readers.formats.opening import FIX, detail, missing_file_error, open_input, short_file_error
+from readers.formats.options import FormatOptions, invalid_option
+from sources.errors import CorruptFileError, FileReadError
+
+__all__ = ["LineFormat", "RecordFormat", "with_block_size"]
+
+_ARROW_BLOCK = 1 << 20
+
+
+class LineFormat(LineCodec, ABC):
+    """A text format of one record per line: cut anywhere, unless the file is compressed."""
+
+    def codec(self, path: str, options: FormatOptions) -> str | None:
+        """The codec ``path`` is compressed with, or None."""
+        return codec_of(path, options.compression)
+
+    def splittable(self, path: str, options: FormatOptions) -> bool:
+        """Whether ``path`` may be cut into several splits: if it is not compressed."""
+        return self.codec(path, options) is None
+
+    def whole_file_extensions(self, options: FormatOptions) -> tuple[str, ...] | None:
+        """The extensions of compressed files; None if ``compression`` names a codec."""
+        return whole_file_extensions(options.compression)
+
+    @abstractmethod
+    def check_schema(self, options: FormatOptions) -> None:
+        """Raise InvalidOptionError if ``options.data_schema`` does not suit the format."""
+
+    @abstractmethod
+    def infer_schema(
+        self, fs: fsspec.AbstractFileSystem, path: str, options: FormatOptions, sample_bytes: int
+    ) -> pa.Schema:
+        """The schema of the records of ``path``."""
+
+    def decode_strictly(self, data: bytes, options: FormatOptions) -> pa.Table:
+        return self.decode(data, options)
+
+    def read_range(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        path: str,
+        start: int,
+        length: int,
+        options: FormatOptions,
+        chunk_bytes: int,
+    ) -> Iterator[pa.RecordBatch]:
+        """The records of the lines the split ``[start, start + length)`` owns."""
+        codec = self.codec(path, options)
+        if codec is not None and start != 0:
+            raise ValueError(
+                f"'{path}' is {codec}-compressed and cannot be split; read it whole with "
+                f"start=0 (is_splittable() is False), not from byte {start}."
+            )
+        if chunk_bytes < 1:
+            raise ValueError(f"chunk_bytes is {chunk_bytes}; it must be at least 1")
+        return self._read_lines(fs, path, start, length, options, codec, chunk_bytes)
+
+    def skips_header(self, options: FormatOptions) -> bool:
+        """Whether the first line of a file holds no record."""
+        return False
+
+    def decode_block(
+        self, block: Block, path: str, options: FormatOptions, malformed: MalformedLines
+    ) -> pa.Table:
+        """The records of ``block``; a malformed line fails the read."""
+        return decode_located(self, block, path, options)
+
+    def _read_lines(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        path: str,
+        start: int,
+        length: int,
+        options: FormatOptions,
+        codec: str | None,
+        chunk_bytes: int,
+    ) -> Iterator[pa.RecordBatch]:
+        malformed = MalformedLines()
+        with open_input(fs, path) as file:
+            if codec is None:
+                end: int | None = start + length
+                size = file.size()
+                if size < start + length:
+                    raise short_file_error(path, size, start, start + length)
+                if start > 0:
+                    file.seek(start - 1)
+                stream: pa.NativeFile = file
+            else:
+                stream = pa.CompressedInputStream(file, codec)
+                end = None
+            skip_header = self.skips_header(options)
+            blocks = LineBlocks(stream.read, start, end, skip_header, chunk_bytes, path)
+            try:
+                for block in blocks:
+                    table = self.decode_block(block, path, options, malformed)
+                    yield from table.to_batches(max_chunksize=options.batch_rows)
+            except FileReadError:
+                raise
+            except FileNotFoundError as error:
+                raise missing_file_error(path) from error
+            except OSError as error:
+                where = (
+                    f"near line {blocks.line}" if blocks.line else f"near byte {blocks.position}"
+                )
+                if codec is not None:
+                    raise CorruptFileError(
+                        f"Cannot read {codec}-compressed file '{path}' {where}: the compressed "
+                        f"data is truncated or corrupt ({detail(error)}). {FIX}"
+                    ) from error
+                raise CorruptFileError(
+                    f"Cannot read '{path}' {where}: {detail(error)}. {FIX}"
+                ) from error
+        malformed.report(path, options.mode, start, start + length if codec is None else "end")
+
+    def sample(
+        self, fs: fsspec.AbstractFileSystem, path: str, options: FormatOptions, sample_bytes: int
+    ) -> bytes:
+        """The first ``sample_bytes`` of the (decompressed) file, cut after the last whole line."""
+        codec = self.codec(path, options)
+        with open_input(fs, path) as file:
+            try:
+                stream = file if codec is None else pa.CompressedInputStream(file, codec)
+                sample: bytes = stream.read(sample_bytes)
+                if len(sample) < sample_bytes:
+                    return sample
+                while b"\n" not in sample:  # a first line longer than the sample: read it whole
+                    more: bytes = stream.read(sample_bytes)
+                    if not more:
+                        return sample
+                    sample += more
+            except FileReadError:
+                raise
+            except OSError as error:
+                raise FileReadError(
+                    f"Cannot read the start of '{path}' to infer its schema: {detail(error)}. {FIX}"
+                ) from error
+        return sample[: sample.rfind(b"\n") + 1]
+
+
+class RecordFormat(LineFormat, RecordCodec, ABC):
+    """A line format of records of fields (csv, json): ``mode`` handles malformed lines."""
+
+    @abstractmethod
+    def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
+        """The schema of the records of ``sample``, whole lines; raises ``pa.ArrowException``."""
+
+    def infer_schema(
+        self, fs: fsspec.AbstractFileSystem, path: str, options: FormatOptions, sample_bytes: int
+    ) -> pa.Schema:
+        sample = self.sample(fs, path, options, sample_bytes)
+        if not sample.strip():
+            return pa.schema([])
+        try:
+            return self.infer_sample(sample, options)
+        except pa.ArrowException as error:
+            raise FileReadError(
+                f"Cannot infer a schema from the first {len(sample)} bytes of {options.format} "
+                f"file '{path}': {detail(error)}. Give the schema explicitly, or fix the file."
+            ) from error
+
+    def check_schema(self, options: FormatOptions) -> None:
+        """PERMISSIVE needs nullable columns; the corrupt-record column is a nullable string."""
+        for field in file_schema(options):
+            if options.mode == "PERMISSIVE" and not field.nullable:
+                invalid_option(
+                    "mode",
+                    f"PERMISSIVE turns malformed lines into nulls, but column '{field.name}' is "
+                    "NOT NULL; make it nullable, or use mode DROPMALFORMED or FAILFAST",
+                )
+        if options.corrupt_column in options.data_schema.names:
+            field = options.data_schema.field(options.corrupt_column)
+            if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+                invalid_option(
+                    "columnNameOfCorruptRecord",
+                    f"column '{field.name}' holds the raw malformed lines and must be a nullable "
+                    f"string, not {field.type}",
+                )
+            if not field.nullable:
+                invalid_option(
+                    "columnNameOfCorruptRecord",
+                    f"column '{field.name}' is null for well-formed lines and must be nullable",
+                )
+
+    def decode_block(
+        self, block: Block, path: str, options: FormatOptions, malformed: MalformedLines
+    ) -> pa.Table:
+        """The records of ``block``; a malformed line as ``options.mode`` says."""
+        if options.mode != "FAILFAST":
+            return decode_tolerant(self, block, options, malformed)
+        file_options = replace(options, data_schema=file_schema(options))
+        return add_corrupt_column(decode_located(self, block, path, file_options), None, options)
+
+
+def with_block_size(data: bytes, read: Callable[[int], pa.Table]) -> pa.Table:
+    """``read`` with pyarrow's block size, retried with one block if a line is longer."""
+    try:
+        return read(_ARROW_BLOCK)
+    except pa.ArrowInvalid as error:
+        if "straddl" not in str(error) or len(data) < _ARROW_BLOCK:
+            raise
+    return read(len(data) + 1)

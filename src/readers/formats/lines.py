@@ -1,0 +1,169 @@
+"""Split alignment of the text formats: which lines of a file a byte range owns.
+
+A split is the byte range ``[start, start + length)`` of a file. The ranges of
+one file's splits are consecutive and cover ``[0, size)``; whatever the cut,
+every record is read by exactly one split, in file order.
+
+*Text formats* (``csv``, ``json`` Lines, ``text``): a line is the bytes from a
+line start up to and including the next ``\\n`` (or the end of the file); the
+line starts are offset 0 and every offset right after a ``\\n``, except the end
+of the file. **A line belongs to the split in which its first byte lies.** So
+a split with ``start > 0`` skips everything up to and including the first
+``\\n`` at or after ``start - 1`` (if byte ``start - 1`` is that ``\\n``, the
+line starting at ``start`` is its own), and every split reads the lines that
+start at or before ``start + length - 1``, finishing its last one past the end
+of the range (Hadoop's ``LineRecordReader`` rule). A boundary inside ``\\r\\n``,
+right after a ``\\n`` or in an empty line needs no special case: only ``\\n``
+separates lines, and a ``\\r`` right before it (or at the end of the file) is
+part of the line ending. A lone ``\\r`` does not end a line. The ``header``
+line of a CSV file is skipped by the split that starts at byte 0, the only one
+that sees it. The same rule cuts a range into blocks of whole lines of about
+``chunk_bytes`` for decoding, so memory stays bounded whatever the file size.
+A record must not span lines: a CSV value with a line break inside quotes, or
+a JSON object over several lines, is an error (Spark's ``multiLine=false``).
+
+*Parquet* (:mod:`readers.formats.parquet`): a row group belongs to the split
+containing its midpoint byte (its first page's offset plus half its compressed
+size), as in Spark.
+
+*Compressed* text files (gzip, bz2, zstd) cannot be cut: one split reads the
+whole file, with ``start == 0``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from readers.formats.opening import short_file_error
+
+__all__ = ["DEFAULT_CHUNK_BYTES", "Block", "LineBlocks", "line_count", "line_ends"]
+
+DEFAULT_CHUNK_BYTES = 8 << 20
+"""How many bytes of a text file are decoded at a time (rounded to whole lines)."""
+
+_TAIL_BYTES = 64 << 10  # read past the end of a range to finish its last line
+
+
+@dataclass(frozen=True)
+class Block:
+    """Whole lines of a file: ``data`` starts at ``offset`` (of the decompressed stream)."""
+
+    data: bytes
+    offset: int
+    line: int | None  # number of the first line, when the split starts at byte 0
+
+    def where(self, line_index: int, line_start: int) -> str:
+        """Line ``line_index`` of the block (starting at its byte ``line_start``), for people."""
+        if self.line is not None:
+            return f"line {self.line + line_index}"
+        return f"the line starting at byte {self.offset + line_start}"
+
+
+class LineBlocks:
+    """Cuts a stream into blocks of the whole lines a split owns (the module's rule).
+
+    ``read`` reads from ``begin``: ``start - 1`` for a split with ``start > 0``,
+    else 0. ``end`` is None for a stream read to its end. ``position`` and
+    ``line`` say how far it got, for error messages.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[int], bytes],
+        start: int,
+        end: int | None,
+        skip_header: bool,
+        chunk_bytes: int,
+        path: str,
+    ) -> None:
+        self._read = read
+        self._start = start
+        self._end = end
+        self._skip_first = start > 0 or skip_header
+        self._chunk = chunk_bytes
+        self._path = path
+        self.position = start - 1 if start > 0 else 0
+        self.line: int | None = 1 if start == 0 else None
+        self._read_at = self.position
+
+    def _pull(self) -> bytes:
+        """The next chunk; near the end of the range only enough to finish the last line."""
+        size = self._chunk
+        if self._end is not None and self._read_at + size > self._end:
+            size = min(size, max(self._end - self._read_at, 0) + _TAIL_BYTES)
+        data = self._read(size)
+        self._read_at += len(data)
+        return data
+
+    def __iter__(self) -> Iterator[Block]:
+        end = self._end
+        data = self._skip_first_line() if self._skip_first else b""
+        if data is None:
+            return
+        pending: list[bytes] = []  # the start of a line whose end is not read yet
+        while True:
+            if end is not None and self.position >= end:
+                return
+            last = data.rfind(b"\n")
+            if last < 0:
+                if data:
+                    pending.append(data)
+            else:
+                buffer = b"".join((*pending, data)) if pending else data
+                last += len(buffer) - len(data)
+                pending = []
+                if end is not None and self.position + last + 1 >= end:
+                    cut = buffer.find(b"\n", end - self.position - 1) + 1
+                    yield self._emit(buffer[:cut])
+                    return
+                yield self._emit(buffer[: last + 1])
+                if last + 1 < len(buffer):
+                    pending.append(buffer[last + 1 :])
+            data = self._pull()
+            if not data:
+                if pending:
+                    yield self._emit(b"".join(pending))
+                self._at_eof()
+                return
+
+    def _skip_first_line(self) -> bytes | None:
+        """Skip through the first ``\\n``; return what follows it, or None at the end."""
+        while True:
+            data = self._pull()
+            if not data:
+                self._at_eof()
+                return None
+            newline = data.find(b"\n")
+            if newline >= 0:
+                self.position += newline + 1
+                if self.line is not None:
+                    self.line += 1
+                return data[newline + 1 :]
+            self.position += len(data)
+
+    def _emit(self, data: bytes) -> Block:
+        block = Block(data, self.position, self.line)
+        self.position += len(data)
+        if self.line is not None:
+            self.line += data.count(b"\n")
+        return block
+
+    def _at_eof(self) -> None:
+        if self._end is not None and self.position < self._end:
+            raise short_file_error(self._path, self.position, self._start, self._end)
+
+
+def line_ends(data: bytes) -> np.ndarray:
+    """Exclusive end offsets of the lines of ``data`` (each after its ``\\n``, or the end)."""
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
+    if data and data[-1:] != b"\n":
+        ends = np.append(ends, len(data))
+    return ends
+
+
+def line_count(data: bytes) -> int:
+    """How many lines ``data`` holds, empty ones included."""
+    return data.count(b"\n") + (1 if data and data[-1:] != b"\n" else 0)

@@ -1,0 +1,270 @@
+"""Malformed records: decoded data that does not fit the schema, and what ``mode`` does with it.
+
+Errors name the file and, where known, the line (or byte offset) or row group:
+:class:`~sources.errors.MissingFileError` for a file gone since it was listed,
+:class:`~sources.errors.CorruptFileError` for bytes that cannot be decoded, and
+:class:`~sources.errors.MalformedRecordError` for a CSV or JSON line that does
+not parse or fit the schema. ``mode`` decides what a malformed line does:
+``FAILFAST`` raises, ``DROPMALFORMED`` drops it, ``PERMISSIVE`` keeps the
+values that parse alone, nulls the others and puts the raw line in the
+corrupt-record column, if the schema has one (as Spark does). Blocks are
+decoded whole; only a block that fails is cut in halves, again and again,
+down to the lines that fail alone, so the cost of a malformed line is a
+logarithmic number of re-decodes. Dropped or kept-as-corrupt lines are
+counted in one WARN log line per split.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+import pyarrow as pa
+
+from readers.arrow import (
+    Data,
+    MissingColumn,
+    NullsInNotNullColumn,
+    UnconvertibleColumn,
+    fit_columns,
+)
+from readers.formats.lines import Block, line_count, line_ends
+from readers.formats.opening import detail
+from readers.formats.options import FormatOptions
+from sources.errors import MalformedRecordError
+
+__all__ = [
+    "LineCodec",
+    "Malformed",
+    "MalformedLines",
+    "RecordCodec",
+    "add_corrupt_column",
+    "check_one_per_line",
+    "conform",
+    "decode_located",
+    "decode_tolerant",
+]
+
+_LOG = logging.getLogger("splitsource.files")
+_FIX_RECORD = (
+    "Fix the line, or read with mode=DROPMALFORMED (drop such lines) or mode=PERMISSIVE "
+    "(nulls, and the raw line in the columnNameOfCorruptRecord column if the schema has it)."
+)
+
+
+class Malformed(Exception):
+    """Decoded data that does not fit the schema; the caller adds the location."""
+
+
+def conform(data: Data, schema: pa.Schema) -> Data:
+    """``data`` with exactly ``schema``: columns by name, nulls for missing nullable ones."""
+    if data.schema.equals(schema) and not any(
+        not field.nullable and data.column(index).null_count for index, field in enumerate(schema)
+    ):
+        if data.schema.metadata == schema.metadata:
+            return data
+        return data.replace_schema_metadata(schema.metadata)
+    if len(schema) == 0:
+        return data.select([]).replace_schema_metadata(schema.metadata)
+    try:
+        columns = fit_columns(data, schema, missing_as_nulls=True)
+    except MissingColumn as problem:
+        raise Malformed(f"no value for column '{problem.target.name}', declared NOT NULL") from None
+    except UnconvertibleColumn as problem:
+        raise Malformed(
+            f"column '{problem.target.name}' holds {problem.produced}, which does not convert "
+            f"to {problem.target.type}: {detail(problem.error)}"
+        ) from None
+    except NullsInNotNullColumn as problem:
+        raise Malformed(
+            f"column '{problem.target.name}' is declared NOT NULL but has no value"
+        ) from None
+    return type(data).from_arrays(columns, schema=schema)
+
+
+def check_one_per_line(rows: int, data: bytes, records: Callable[[bytes], int]) -> None:
+    """Raise :class:`Malformed` unless ``rows``, decoded from ``data``, is one per record line.
+
+    ``records`` counts the lines of ``data`` that hold a record; it is called
+    only when ``rows`` differs from the count of all lines.
+    """
+    if rows == line_count(data):
+        return  # the usual case: no empty lines, one record per line
+    expected = records(data)
+    if rows != expected:
+        raise Malformed(
+            f"{rows} records were read from {expected} lines: a record spans a line break "
+            "(a quoted value or JSON object with a newline inside), or a line holds several"
+        )
+
+
+class LineCodec(Protocol):
+    """Decodes whole lines of a text format into a table of ``options.data_schema``.
+
+    Both raise ``pa.ArrowException`` or :class:`Malformed` for data that does not decode.
+    """
+
+    def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
+        """The records of ``data``."""
+        ...
+
+    def decode_strictly(self, data: bytes, options: FormatOptions) -> pa.Table:
+        """:meth:`decode`, also failing on every line that cannot be decoded alone."""
+        ...
+
+
+class RecordCodec(LineCodec, Protocol):
+    """A :class:`LineCodec` whose lines are records of fields (csv, json): ``mode`` applies."""
+
+    def field_texts(self, line: bytes, options: FormatOptions) -> list[bytes]:
+        """Per column, a text that holds only that column's value of ``line`` (empty: none)."""
+        ...
+
+
+class MalformedLines:
+    """How many malformed lines a split met, and where the first one was."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first = ""
+
+    def add(self, block: Block, line_index: int, line_start: int) -> None:
+        """Count line ``line_index`` of ``block``, which starts at its byte ``line_start``."""
+        if not self.count:
+            self.first = block.where(line_index, line_start)
+        self.count += 1
+
+    def report(self, path: str, mode: str, start: int, end: int | str) -> None:
+        """Say in one WARN line what ``mode`` did with the lines counted in ``[start, end)``."""
+        if not self.count:
+            return
+        kept = "kept as corrupt rows" if mode == "PERMISSIVE" else "dropped"
+        _LOG.warning(
+            "splitsource.files: mode=%s %s %d malformed line(s) of '%s' in bytes [%d, %s), "
+            "the first at %s",
+            mode,
+            kept,
+            self.count,
+            path,
+            start,
+            end,
+            self.first,
+        )
+
+
+def decode_located(codec: LineCodec, block: Block, path: str, options: FormatOptions) -> pa.Table:
+    """Decode ``block``; on failure find the first bad line and raise a MalformedRecordError."""
+    try:
+        return codec.decode(block.data, options)
+    except (pa.ArrowException, Malformed) as error:
+        first_error: BaseException = error
+    # Failures are per line, so the shortest failing prefix ends at the first bad line.
+    ends = line_ends(block.data)
+    low, high = 1, len(ends)  # a prefix of `high` lines fails; prefixes of fewer than `low` pass
+    prefix_error = first_error
+    while low < high:
+        middle = (low + high) // 2
+        try:
+            codec.decode_strictly(block.data[: ends[middle - 1]], options)
+        except (pa.ArrowException, Malformed) as error:
+            high = middle
+            prefix_error = error
+        else:
+            low = middle + 1
+    bad = high - 1
+    line_start = int(ends[bad - 1]) if bad > 0 else 0
+    text = block.data[line_start : int(ends[bad])].rstrip(b"\r\n")
+    shown = text[:80].decode("utf-8", "replace") + ("..." if len(text) > 80 else "")
+    raise MalformedRecordError(
+        f"Cannot read {options.format} file '{path}' at {block.where(bad, line_start)} "
+        f"({shown!r}): {detail(prefix_error)}. {_FIX_RECORD}"
+    ) from first_error
+
+
+def decode_tolerant(
+    codec: RecordCodec, block: Block, options: FormatOptions, malformed: MalformedLines
+) -> pa.Table:
+    """Decode ``block`` in ``options.mode``: malformed lines dropped or kept as corrupt rows."""
+    file_options = replace(options, data_schema=file_schema(options))
+    try:
+        return add_corrupt_column(codec.decode(block.data, file_options), None, options)
+    except (pa.ArrowException, Malformed):
+        pass
+    ends = line_ends(block.data)
+    pieces: list[pa.Table] = []
+
+    def visit(low: int, high: int) -> None:
+        """Decode lines ``[low, high)``, halving the range while it fails."""
+        begin = int(ends[low - 1]) if low else 0
+        data = block.data[begin : int(ends[high - 1])]
+        try:
+            pieces.append(
+                add_corrupt_column(codec.decode_strictly(data, file_options), None, options)
+            )
+            return
+        except (pa.ArrowException, Malformed):
+            if high - low > 1:
+                middle = (low + high) // 2
+                visit(low, middle)
+                visit(middle, high)
+                return
+        malformed.add(block, low, begin)
+        if options.mode == "PERMISSIVE":
+            line = data.rstrip(b"\r\n")
+            row = _salvage(codec, line, file_options)
+            pieces.append(add_corrupt_column(row, line.decode("utf-8", "replace"), options))
+
+    if len(ends) > 1:  # the whole block failed already: start with its halves
+        visit(0, len(ends) // 2)
+        visit(len(ends) // 2, len(ends))
+    else:
+        visit(0, len(ends))
+    return pa.concat_tables(pieces) if pieces else options.data_schema.empty_table()
+
+
+def _salvage(codec: RecordCodec, line: bytes, options: FormatOptions) -> pa.Table:
+    """One row of the values of a malformed ``line`` that parse alone; null for the others.
+
+    As Spark's PERMISSIVE mode: a JSON field or CSV token of the wrong type, or
+    missing, is null, while the rest of the line is kept.
+    """
+    values = []
+    for field, text in zip(options.data_schema, codec.field_texts(line, options), strict=True):
+        single = replace(options, data_schema=pa.schema([field]), header=False)
+        try:
+            column = codec.decode(text, single).column(0) if text else None
+        except (pa.ArrowException, Malformed):
+            column = None
+        values.append(
+            column if column is not None and len(column) == 1 else pa.nulls(1, field.type)
+        )
+    return pa.Table.from_arrays(values, schema=options.data_schema)
+
+
+def has_corrupt_column(options: FormatOptions) -> bool:
+    """Whether ``data_schema`` has the corrupt-record column (read by record formats only)."""
+    return options.corrupt_column in options.data_schema.names
+
+
+def file_schema(options: FormatOptions) -> pa.Schema:
+    """The columns read from the files: ``data_schema`` less the corrupt-record column."""
+    if not has_corrupt_column(options):
+        return options.data_schema
+    return options.data_schema.remove(options.data_schema.get_field_index(options.corrupt_column))
+
+
+def add_corrupt_column(table: pa.Table, raw: str | None, options: FormatOptions) -> pa.Table:
+    """``table`` with the corrupt-record column (``raw`` in every row) where the schema has it."""
+    if not has_corrupt_column(options):
+        return table
+    kind = options.data_schema.field(options.corrupt_column).type
+    corrupt = pa.array([raw] * table.num_rows, kind)
+    return pa.Table.from_arrays(
+        [
+            corrupt if field.name == options.corrupt_column else table.column(field.name)
+            for field in options.data_schema
+        ],
+        schema=options.data_schema,
+    )

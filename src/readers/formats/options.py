@@ -1,0 +1,88 @@
+"""The options of the file formats, with the names of formats, codecs and modes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NoReturn
+
+import pyarrow as pa
+
+from sources.errors import InvalidOptionError
+
+__all__ = ["COMPRESSIONS", "FORMATS", "MODES", "SOURCE", "FormatOptions", "invalid_option"]
+
+FORMATS = ("parquet", "csv", "json", "text")
+"""The format names, in the order errors list them."""
+
+COMPRESSIONS = ("infer", "none", "gzip", "bz2", "zstd")
+"""``infer`` (from the file's extension), ``none``, or a codec."""
+
+MODES = ("FAILFAST", "PERMISSIVE", "DROPMALFORMED")
+"""What a malformed CSV or JSON line does: fail the read, or be kept as nulls, or dropped."""
+
+SOURCE = "splitsource.files"
+"""The format name that errors about the options name."""
+
+
+def invalid_option(option: str, problem: str) -> NoReturn:
+    """Raise the :class:`~sources.errors.InvalidOptionError` of ``option``."""
+    raise InvalidOptionError(SOURCE, option, problem)
+
+
+@dataclass(frozen=True)
+class FormatOptions:
+    """How to decode files of one format into ``data_schema``.
+
+    ``data_schema`` lists the columns stored in the files with their exact
+    target types and nullability; every batch :func:`~readers.formats.read_range`
+    returns has exactly this schema. Parquet and JSON columns are matched by name (a column
+    missing from a file reads as nulls if nullable, else fails); CSV columns by
+    position; ``text`` has a single string (or binary) column, ``value`` in
+    Spark. ``header``, ``sep``, ``quote`` (``""`` turns quoting off) and
+    ``escape`` apply to CSV, whose values read as in Spark: an empty unquoted
+    value is null, ``""`` an empty string, booleans are ``true``/``false``.
+    ``compression`` is ``"infer"`` (from the extension ``.gz``, ``.bz2``,
+    ``.zst``/``.zstd``), ``"none"`` or a codec, and is ignored for Parquet.
+    ``mode`` (one of :data:`MODES`) applies to CSV and JSON lines. A column
+    of ``data_schema`` named ``corrupt_column`` is not read from the files: it
+    is null, and holds the raw text of malformed lines with ``PERMISSIVE``.
+    Batches have at most ``batch_rows`` rows. Invalid values raise
+    :class:`~sources.errors.InvalidOptionError` naming the option.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> FormatOptions("csv", pa.schema([("id", pa.int64())]), header=True).sep
+    ','
+    """
+
+    format: str
+    data_schema: pa.Schema
+    header: bool = False
+    sep: str = ","
+    quote: str = '"'
+    escape: str | None = None
+    compression: str = "infer"
+    batch_rows: int = 65_536
+    mode: str = "FAILFAST"
+    corrupt_column: str = "_corrupt_record"
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            invalid_option("format", f"'{self.format}' is not one of {', '.join(FORMATS)}")
+        if self.compression not in COMPRESSIONS:
+            invalid_option(
+                "compression", f"'{self.compression}' is not one of {', '.join(COMPRESSIONS)}"
+            )
+        if len(self.sep) != 1:
+            invalid_option("sep", f"{self.sep!r} must be exactly one character")
+        if len(self.quote) > 1:
+            invalid_option(
+                "quote", f"{self.quote!r} must be one character, or empty for no quoting"
+            )
+        if self.escape is not None and len(self.escape) != 1:
+            invalid_option("escape", f"{self.escape!r} must be exactly one character")
+        if self.batch_rows < 1:
+            invalid_option("batch_rows", f"{self.batch_rows} must be at least 1")
+        if self.mode not in MODES:
+            invalid_option("mode", f"'{self.mode}' is not one of {', '.join(MODES)}")

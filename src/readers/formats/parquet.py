@@ -1,0 +1,125 @@
+"""Parquet: row groups, each read by the split that holds its midpoint byte (as Spark)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from readers.formats.malformed import Malformed, conform
+from readers.formats.opening import FIX, detail, open_input, short_file_error
+from readers.formats.options import FormatOptions
+from sources.errors import CorruptFileError, FileReadError
+
+__all__ = ["ParquetFormat"]
+
+
+class ParquetFormat:
+    """Parquet files, compressed inside: always splittable, by row group."""
+
+    def codec(self, path: str, options: FormatOptions) -> str | None:
+        """None: Parquet compresses inside the file."""
+        return None
+
+    def splittable(self, path: str, options: FormatOptions) -> bool:
+        """True: the splits of a file share its row groups out."""
+        return True
+
+    def whole_file_extensions(self, options: FormatOptions) -> tuple[str, ...] | None:
+        """No file is read whole."""
+        return ()
+
+    def check_schema(self, options: FormatOptions) -> None:
+        """Any schema: columns are matched by name."""
+
+    def infer_schema(
+        self, fs: fsspec.AbstractFileSystem, path: str, options: FormatOptions, sample_bytes: int
+    ) -> pa.Schema:
+        """The file's schema, from its footer."""
+        with open_input(fs, path) as file:
+            try:
+                return pq.ParquetFile(file).schema_arrow.remove_metadata()
+            except (pa.ArrowException, OSError) as error:
+                raise _footer_error(path, error) from error
+
+    def read_range(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        path: str,
+        start: int,
+        length: int,
+        options: FormatOptions,
+        chunk_bytes: int,
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of the row groups whose midpoint lies in ``[start, start + length)``."""
+        end = start + length
+        schema = options.data_schema
+        with open_input(fs, path) as file:
+            size = file.size()
+            if size < end:
+                raise short_file_error(path, size, start, end)
+            try:
+                parquet = pq.ParquetFile(file)
+            except (pa.ArrowException, OSError) as error:
+                raise _footer_error(path, error) from error
+            metadata = parquet.metadata
+            groups = [
+                index
+                for index in range(metadata.num_row_groups)
+                if start <= _midpoint(metadata.row_group(index)) < end
+            ]
+            stored = parquet.schema_arrow
+            columns = [field.name for field in schema if stored.get_field_index(field.name) >= 0]
+            for field in schema:
+                if field.name not in columns and not field.nullable:
+                    raise FileReadError(
+                        f"Parquet file '{path}' has no column '{field.name}', which the schema "
+                        f"declares NOT NULL (the file has {stored.names}). Make the column "
+                        "nullable, or fix or remove the file."
+                    )
+            for group in groups:
+                where = f"row group {group} (of {metadata.num_row_groups})"
+                try:
+                    batches = parquet.iter_batches(
+                        batch_size=options.batch_rows, row_groups=[group], columns=columns
+                    )
+                    for batch in batches:
+                        try:
+                            shaped = conform(batch, schema)
+                        except Malformed as problem:
+                            raise FileReadError(
+                                f"Cannot read Parquet file '{path}', {where}: {problem}. "
+                                "Fix the file, or change the schema."
+                            ) from None
+                        yield shaped
+                except FileReadError:
+                    raise
+                except (pa.ArrowException, OSError) as error:
+                    raise CorruptFileError(
+                        f"Cannot read Parquet file '{path}': {where} is corrupt "
+                        f"({detail(error)}). {FIX}"
+                    ) from error
+
+
+def _midpoint(group: pq.RowGroupMetaData) -> int:
+    """Spark's split point of a row group: first page offset plus half its compressed size."""
+    first: int | None = None
+    compressed = 0
+    for index in range(group.num_columns):
+        column = group.column(index)
+        offset = column.data_page_offset
+        dictionary = column.dictionary_page_offset
+        if column.has_dictionary_page and dictionary is not None and 0 < dictionary < offset:
+            offset = dictionary
+        first = offset if first is None else min(first, offset)
+        compressed += column.total_compressed_size
+    return (first or 0) + compressed // 2
+
+
+def _footer_error(path: str, error: BaseException) -> CorruptFileError:
+    return CorruptFileError(
+        f"Cannot read Parquet file '{path}': it is not a Parquet file, or it is truncated "
+        f"or corrupt ({detail(error)}). {FIX}"
+    )

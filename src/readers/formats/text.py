@@ -1,0 +1,68 @@
+"""Text: each line one string (or binary) value, without its line ending."""
+
+from __future__ import annotations
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+
+from readers.formats.line_format import LineFormat
+from readers.formats.malformed import conform
+from readers.formats.options import FormatOptions, invalid_option
+
+__all__ = ["TextFormat"]
+
+_TEXT_TYPES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+
+
+class TextFormat(LineFormat):
+    """Lines as values of one column, ``value`` in Spark."""
+
+    def check_schema(self, options: FormatOptions) -> None:
+        schema = options.data_schema
+        if len(schema) != 1 or not any(schema[0].type.equals(t) for t in _TEXT_TYPES):
+            invalid_option(
+                "schema",
+                f"of format text must be one string column such as 'value string', not {schema}",
+            )
+
+    def infer_schema(
+        self, fs: fsspec.AbstractFileSystem, path: str, options: FormatOptions, sample_bytes: int
+    ) -> pa.Schema:
+        """``value string`` (nullable, as in Spark); the file is not opened."""
+        return pa.schema([pa.field("value", pa.string())])
+
+    def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
+        field = options.data_schema[0]
+        bytes_ = np.frombuffer(data, dtype=np.uint8)
+        newlines = np.flatnonzero(bytes_ == 0x0A)
+        ends = newlines
+        if data and data[-1:] != b"\n":
+            ends = np.append(newlines, len(data))
+        starts = np.concatenate(([0], newlines + 1))[: len(ends)]
+        last = np.maximum(ends - 1, 0)
+        carriage = (ends > starts) & (bytes_[last] == 0x0D)
+        keep = np.ones(len(data), dtype=bool)
+        keep[newlines] = False
+        keep[last[carriage]] = False
+        values = bytes_[keep]
+        lengths = ends - starts - carriage.astype(np.int64)
+        large = pa.types.is_large_string(field.type) or pa.types.is_large_binary(field.type)
+        large = large or len(values) >= 1 << 31
+        offsets = np.zeros(len(ends) + 1, dtype=np.int64 if large else np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        binary = pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type)
+        kind = (
+            (pa.large_binary() if large else pa.binary())
+            if binary
+            else pa.large_string()
+            if large
+            else pa.string()
+        )
+        array = pa.Array.from_buffers(
+            kind, len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(values)]
+        )
+        if not binary:
+            array.validate(full=True)
+        table = pa.Table.from_arrays([array], names=[field.name])
+        return conform(table, options.data_schema)
