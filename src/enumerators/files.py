@@ -59,8 +59,7 @@ class SplitCutter:
     def cut(self, file: ListedFile) -> list[FileSplit]:
         """The splits of ``file``, in file order."""
         target = self.max_split_bytes
-        whole = target is None or file.path.lower().endswith(self.whole_extensions)
-        if target is None or whole or file.size <= target:
+        if target is None or file.size <= target or self._read_whole(file.path):
             return [FileSplit(file.path, 0, file.size, file.size, file.modified_ms, file.partition)]
         return [
             FileSplit(
@@ -73,6 +72,9 @@ class SplitCutter:
             )
             for start in range(0, file.size, target)
         ]
+
+    def _read_whole(self, path: str) -> bool:
+        return path.lower().endswith(self.whole_extensions)
 
 
 @dataclass(frozen=True)
