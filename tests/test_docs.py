@@ -61,3 +61,13 @@ def test_the_connector_guide_runs_top_to_bottom(spark: SparkSession) -> None:
     finally:
         register(spark, NumberSequenceSource)  # the guide registered its own under that name
     assert module.NumberSequenceSource.format_name() == "splitsource.numbers"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("page", ["options.md", "streaming.md"])
+def test_a_user_guide_runs_top_to_bottom(spark: SparkSession, page: str) -> None:
+    """The pages whose examples need no outside system (files and Kafka pages do)."""
+    path = DOCS / page
+    assert python_blocks(path)
+    module = run_as_one_module(path)
+    assert module.spark is spark  # local_session() gave the running session back
