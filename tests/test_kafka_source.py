@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -188,6 +189,24 @@ def test_latest_is_fixed_at_the_first_batch_and_kept_across_restarts(
     kafka_broker.produce(name, numbered("after", 40))
     assert sum(query.run_available_now()) == 40
     assert query.values() == sorted(numbered("after", 40))
+
+
+def test_a_stream_given_ending_offsets_fails_at_start_naming_the_option(
+    kafka_spark: SparkSession, tmp_path: Path
+) -> None:
+    """Refused before the broker is contacted: the servers here do not even exist."""
+    query = (
+        kafka_spark.readStream.format("splitsource.kafka")
+        .option("kafka.bootstrap.servers", "127.0.0.1:1")
+        .option("subscribe", "any")
+        .option("endingOffsets", "latest")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    with pytest.raises(Exception, match=r"endingOffsets.*is for batch queries"):
+        query.awaitTermination(120)
 
 
 def test_a_stream_picks_up_new_topics_and_partitions_from_the_earliest_offset(

@@ -100,3 +100,29 @@ def test_an_available_now_stream_writes_what_sparks_kafka_source_writes(
     theirs = rows(spark_kafka.read.parquet(str(sinks["kafka"])))
     assert len(theirs) == 500
     assert ours == theirs
+
+
+def test_subscribe_pattern_keeps_topics_that_contain_a_match_as_spark_does(
+    spark_kafka: SparkSession,
+    kafka_spark: SparkSession,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+) -> None:
+    """``subscribePattern=<name>`` also reads ``<name>-eu`` and ``x-<name>``: Spark 4 keeps a
+    topic when the pattern is found anywhere in its name."""
+    name = topic()
+    for other in (name, f"{name}-eu", f"x-{name}"):
+        if other != name:
+            kafka_broker.create_topic(other, 1)
+        kafka_broker.produce(other, [other])
+    frames = {
+        fmt: spark_kafka.read.format(fmt)
+        .option("kafka.bootstrap.servers", kafka_broker.bootstrap)
+        .option("subscribePattern", name)
+        .load()
+        .selectExpr("topic", "CAST(value AS STRING) AS v")
+        for fmt in FORMATS
+    }
+    ours = sorted(frames["splitsource.kafka"].collect())
+    assert ours == sorted(frames["kafka"].collect())
+    assert [row.topic for row in ours] == sorted([name, f"{name}-eu", f"x-{name}"])

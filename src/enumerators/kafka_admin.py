@@ -161,7 +161,7 @@ class KafkaAdmin:
             return [tp for tp in selection.assigned if tp[1] in topics.get(tp[0], ())]
         if selection.pattern is not None:
             pattern = re.compile(selection.pattern)
-            names = [n for n in topics if pattern.fullmatch(n) and not n.startswith("__")]
+            names = [n for n in topics if pattern.search(n) and not n.startswith("__")]
         else:
             names = list(selection.topics)
             missing = [name for name in names if name not in topics]
