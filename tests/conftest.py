@@ -24,6 +24,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from helpers.jobs import Job
     from helpers.kafka_broker import KafkaBroker
     from helpers.kafka_queries import Stream
 
@@ -122,3 +123,13 @@ def stream(
     yield make
     for query in kafka_spark.streams.active:
         query.stop()
+
+
+@pytest.fixture
+def jobs() -> Iterator[list[Job]]:
+    """Jobs started by a test; whatever still runs at the end is killed."""
+    started: list[Job] = []
+    yield started
+    for job in started:
+        if job.running():
+            job.kill()

@@ -21,7 +21,6 @@ import base64
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -35,6 +34,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from helpers.maven import kafka_broker_jars
+from helpers.ports import free_ports
 
 __all__ = ["SASL_PASSWORD", "SASL_USERNAME", "KafkaBroker", "KafkaBrokerError", "Record"]
 
@@ -81,7 +81,7 @@ class KafkaBroker:
     def __init__(self, directory: Path, *, start_timeout: float = 90.0) -> None:
         self.directory = Path(directory)
         self.start_timeout = start_timeout
-        self._ports = _free_ports(3)
+        self._ports = free_ports(3)
         self._process: subprocess.Popen[bytes] | None = None
         self._admin: AdminClient | None = None
 
@@ -495,14 +495,3 @@ def _flush(producer: Producer, errors: list[Any], topic: str) -> None:
         raise KafkaBrokerError(f"{remaining} records to {topic} were not acknowledged in 120 s")
     if errors:
         raise KafkaBrokerError(f"{len(errors)} records to {topic} failed, first: {errors[0]}")
-
-
-def _free_ports(count: int) -> tuple[int, ...]:
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return tuple(sock.getsockname()[1] for sock in sockets)
-    finally:
-        for sock in sockets:
-            sock.close()
