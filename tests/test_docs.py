@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
 import sys
 import textwrap
+import time
 import types
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 from pyspark import cloudpickle
 
+from helpers.jobs import job_env
 from sources.numbers import NumberSequenceSource
 from sources.spark import register
 
@@ -19,12 +24,18 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DOCS = Path(__file__).parent.parent / "docs"
-_BLOCK = re.compile(r"^([ \t]*)```python\n(.*?)^\1```$", re.MULTILINE | re.DOTALL)
+_BLOCK = r"^([ \t]*)```{language}\n(.*?)^\1```$"
+
+
+def code_blocks(text: str, language: str = "python") -> list[str]:
+    """The ```<language> blocks of ``text``, in order, dedented (blocks inside lists too)."""
+    block = re.compile(_BLOCK.format(language=language), re.MULTILINE | re.DOTALL)
+    return [textwrap.dedent(match.group(2)) for match in block.finditer(text)]
 
 
 def python_blocks(page: Path) -> list[str]:
-    """The ```python blocks of ``page``, in order, dedented (blocks inside lists too)."""
-    return [textwrap.dedent(match.group(2)) for match in _BLOCK.finditer(page.read_text())]
+    """The ```python blocks of ``page``."""
+    return code_blocks(page.read_text())
 
 
 def run_as_one_module(page: Path) -> types.ModuleType:
@@ -47,9 +58,9 @@ def run_as_one_module(page: Path) -> types.ModuleType:
 
 
 def test_the_block_finder_sees_indented_blocks() -> None:
-    page = "text\n\n  ```python\n  x = 1\n  ```\n\n```python\ny = 2\n```\n"
-    blocks = [textwrap.dedent(m.group(2)) for m in _BLOCK.finditer(page)]
-    assert blocks == ["x = 1\n", "y = 2\n"]
+    page = "text\n\n  ```python\n  x = 1\n  ```\n\n```python\ny = 2\n```\n```bash\nz\n```\n"
+    assert code_blocks(page) == ["x = 1\n", "y = 2\n"]
+    assert code_blocks(page, "bash") == ["z\n"]
 
 
 @pytest.mark.spark
@@ -71,3 +82,37 @@ def test_a_user_guide_runs_top_to_bottom(spark: SparkSession, page: str) -> None
     assert python_blocks(path)
     module = run_as_one_module(path)
     assert module.spark is spark  # local_session() gave the running session back
+
+
+@pytest.mark.cluster
+def test_the_deploying_page_starts_a_standalone_cluster_a_driver_reads_from(
+    tmp_path: Path,
+) -> None:
+    """Its shell block, run in a shell whose PATH starts with this environment (as an
+    activated virtual environment's would), then its Python block as a driver."""
+    text = (DOCS / "deploying.md").read_text()
+    (start_cluster,) = code_blocks(text, "bash")
+    (driver,) = code_blocks(text)
+    env = dict(
+        job_env(), PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    )
+    cluster = subprocess.Popen(
+        ["bash", "-c", start_cluster + "wait\n"], cwd=tmp_path, env=env, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        worker_log = tmp_path / "worker.log"
+        while "Successfully registered with master" not in (
+            worker_log.read_text() if worker_log.exists() else ""
+        ):
+            assert cluster.poll() is None and time.monotonic() < deadline, (
+                tmp_path / "master.log"
+            ).read_text()[-3000:]
+            time.sleep(0.2)
+        result = subprocess.run(
+            [sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, result.stderr[-4000:]
+    finally:
+        os.killpg(cluster.pid, signal.SIGTERM)
+        cluster.wait(60)
