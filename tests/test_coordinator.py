@@ -429,3 +429,18 @@ def test_a_stop_asked_before_the_first_batch_waits_for_that_batch(tmp_path: Path
     assert not stop.acknowledged(token)
     assert coordinator.latest_offset(first, limited=True) == first
     assert stop.acknowledged(token)
+
+
+class _TwinNumbers(NumberSequenceSource):
+    """Hands out a second split with the id of one already being read."""
+
+    def create_enumerator(self, context: Any) -> Any:
+        return StaticSplitEnumerator([NumberSequenceSplit(0, 0, 9), NumberSequenceSplit(0, 10, 19)])
+
+
+def test_a_split_id_handed_out_twice_fails_planning_naming_it() -> None:
+    coordinator = StreamCoordinator(_TwinNumbers(0, 19), AdmissionLimits())
+    start = spark_json(coordinator.initial_offset())
+    twins = r"Two splits with the id '0' in the splits splitsource\.numbers is reading"
+    with pytest.raises(SplitSourceError, match=twins):
+        coordinator.latest_offset(start, limited=False)

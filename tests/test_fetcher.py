@@ -11,7 +11,7 @@ import pytest
 
 from readers import FetcherSettings, RecordsBySplit, SplitFetcher, SplitReader, SplitsAddition
 from readers.numbers import NumberSequenceSplitReader
-from sources import ReaderError, SchemaMismatchError
+from sources import ReaderError, SchemaMismatchError, SplitSourceError
 from sources.splits.numbers import NumberSequenceSplit
 
 SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
@@ -240,3 +240,9 @@ def test_reads_up_to_the_largest_long_without_overflow() -> None:
     )
 
     assert batches[0].column(0).to_pylist() == list(range(largest - 4, largest + 1))
+
+
+def test_two_splits_with_one_id_in_a_task_fail_naming_the_id() -> None:
+    twins = [NumberSequenceSplit(7, 0, 99), NumberSequenceSplit(7, 100, 199)]
+    with pytest.raises(SplitSourceError, match="Two splits with the id '7' in one task"):
+        SplitFetcher(NumberSequenceSplitReader, twins, SCHEMA, FetcherSettings())

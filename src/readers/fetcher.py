@@ -27,20 +27,18 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import pyarrow as pa
 
 from readers.arrow import BatchAssembler, conform
 from readers.base import SplitReader, SplitsAddition
 from sources.errors import ReaderError, SplitSourceError
-
-if TYPE_CHECKING:
-    from sources.split import SourceSplit
+from sources.split import SourceSplit, require_unique_split_ids
 
 __all__ = ["FetcherSettings", "SplitFetcher"]
 
-SplitT = TypeVar("SplitT", bound="SourceSplit")
+SplitT = TypeVar("SplitT", bound=SourceSplit)
 
 log = logging.getLogger("splitsource.fetcher")
 
@@ -82,6 +80,7 @@ class SplitFetcher(Generic[SplitT]):
         schema: pa.Schema,
         settings: FetcherSettings,
     ) -> None:
+        require_unique_split_ids(splits, "one task")
         self._create_reader = create_reader
         self._splits = list(splits)
         self._schema = schema

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import Self
 
-__all__ = ["UNKNOWN_SPLIT_BYTES", "Boundedness", "SourceSplit"]
+from sources.errors import SplitSourceError
+
+__all__ = ["UNKNOWN_SPLIT_BYTES", "Boundedness", "SourceSplit", "require_unique_split_ids"]
 
 UNKNOWN_SPLIT_BYTES = 4 << 20
 """Size assumed for a split that cannot estimate its own (Spark's file open cost)."""
@@ -66,3 +69,20 @@ class SourceSplit(ABC):
                 f"{type(self).__name__} is read whole; it cannot be restricted to [{start}, {end})"
             )
         return self
+
+
+def require_unique_split_ids(splits: Iterable[SourceSplit], where: str) -> None:
+    """Raise :class:`SplitSourceError` naming the first split id found twice in ``splits``.
+
+    Readers and the streaming runtime key progress by split id, so a second split
+    with the same id would be read as the first one, or not at all.
+    """
+    seen: set[str] = set()
+    for split in splits:
+        if split.split_id in seen:
+            raise SplitSourceError(
+                f"Two splits with the id '{split.split_id}' in {where}: each split the "
+                "enumerator hands out needs an id of its own (its progress is kept by id), "
+                "so make split_id include what tells the splits apart."
+            )
+        seen.add(split.split_id)

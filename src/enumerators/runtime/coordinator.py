@@ -45,7 +45,7 @@ from enumerators.runtime.state_store import StateStore
 from sources.api import Source
 from sources.errors import SplitSourceError
 from sources.serialization import frame, unframe
-from sources.split import SourceSplit
+from sources.split import SourceSplit, require_unique_split_ids
 
 __all__ = ["StreamCoordinator"]
 
@@ -137,6 +137,10 @@ class StreamCoordinator:
         target = self._target
         new = self._admission.take_new_splits(
             enumerator, limited, lambda split: target is None or target.includes(split)
+        )
+        require_unique_split_ids(
+            [*(entry.split for entry in active.values()), *new],
+            f"the splits {self._source.format_name()} is reading",
         )
         entries = dict(active)
         for split in new:
