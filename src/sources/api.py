@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from sources.errors import SplitSourceError
 from sources.options import Option, Options, parse_options
@@ -150,6 +150,16 @@ class Source(ABC, Generic[SplitT, StateT]):
         ``schema`` is the exact Arrow schema Spark expects: the source's own, or
         the one the user gave with ``.schema(...)``.
         """
+
+    def storage_options_for(self, url: str) -> Mapping[str, Any]:
+        """The fsspec options that reach ``url``, such as a stream's ``stateLocation``.
+
+        Used when the user gives no ``stateStorageOptions``. The default is none;
+        a source that reads through fsspec returns its own options for a URL on
+        the filesystem it reads, so that state next to the data needs no second copy
+        of the credentials.
+        """
+        return {}
 
     @abstractmethod
     def split_serializer(self) -> SimpleVersionedSerializer[SplitT]:

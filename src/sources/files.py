@@ -10,6 +10,7 @@ become columns, appended after the file's own columns as in Spark.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -38,7 +39,7 @@ from readers.formats import (
 )
 from sources.api import Source
 from sources.errors import InvalidOptionError
-from sources.filesystems import Storage, strip_protocol
+from sources.filesystems import Storage, same_filesystem, strip_protocol
 from sources.options import Option, Options
 from sources.split import Boundedness
 from sources.splits.files import FileSplit, FileSplitSerializer
@@ -62,17 +63,6 @@ def _mode(text: str) -> str:
     value = text.strip().upper()
     if value not in MODES:
         raise ValueError(f"expected one of {', '.join(MODES)}, got '{text}'")
-    return value
-
-
-def _storage_options(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        # The text may hold credentials: say what is wrong, never echo it.
-        raise ValueError('expected a JSON object such as {"anon": true} (value not shown)')
     return value
 
 
@@ -131,9 +121,8 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         Option.boolean(
             "ignoreCorruptFiles", "skip the rest of files that cannot be decoded", default=False
         ),
-        Option(
+        Option.secret_json_object(
             "storageOptions",
-            _storage_options,
             "a JSON object of fsspec filesystem arguments (credentials, endpoint, ...)",
             None,
         ),
@@ -221,6 +210,10 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
             int(options["maxFileAge"] * 1000),
             options["latestFirst"],
         )
+
+    def storage_options_for(self, url: str) -> Mapping[str, Any]:
+        """The ``storageOptions`` of the data, for a URL on the same filesystem."""
+        return self.storage.options if same_filesystem(url, self.storage.url) else {}
 
     def schema(self) -> StructType:
         files = self.listing.files(self.storage.fs)

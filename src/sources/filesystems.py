@@ -38,6 +38,12 @@ class Storage:
         return {"url": self.url, "options": self.options}
 
 
+def same_filesystem(url: str, other: str) -> bool:
+    """Whether two URLs name the same kind of filesystem (``s3``, ``gs``, local, ...)."""
+    first, second = (fsspec.core.split_protocol(u)[0] or "file" for u in (url, other))
+    return first == second
+
+
 def strip_protocol(url: str) -> str:
     """The path of ``url`` as its filesystem names it: no protocol, normalized."""
     path: str = fsspec.core.strip_protocol(url)

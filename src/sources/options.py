@@ -8,6 +8,7 @@ Option names match case-insensitively, as everywhere in Spark.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -111,6 +112,24 @@ class Option:
             if not match:
                 raise ValueError(f"expected a duration such as 500ms, 30s, 5m or 7d, got '{text}'")
             return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "s").lower()]
+
+        return cls(name, parse, doc, default)
+
+    @classmethod
+    def secret_json_object(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
+        """A JSON object that may hold credentials, such as fsspec storage options.
+
+        A value that is not a JSON object is refused without being echoed.
+        """
+
+        def parse(text: str) -> dict[str, Any]:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            if not isinstance(value, dict):
+                raise ValueError('expected a JSON object such as {"anon": true} (value not shown)')
+            return value
 
         return cls(name, parse, doc, default)
 

@@ -11,7 +11,8 @@ and acknowledges. Only then is the query stopped, so a restart replays nothing.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from enumerators.runtime.graceful_stop import GracefulStop
 from enumerators.runtime.state_store import StateStore
@@ -23,15 +24,21 @@ if TYPE_CHECKING:
 __all__ = ["cancel", "stop_gracefully"]
 
 
-def stop_gracefully(query: StreamingQuery, state_location: str, timeout: float = 300.0) -> None:
+def stop_gracefully(
+    query: StreamingQuery,
+    state_location: str,
+    timeout: float = 300.0,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
     """Let the in-flight micro-batch finish and commit, then stop ``query``.
 
     ``state_location`` is the ``stateLocation`` option of the query's
-    splitsource stream. A restart from the checkpoint then replays nothing.
-    Raises :class:`SplitSourceError` if the stream does not acknowledge within
-    ``timeout`` seconds (the query is left running).
+    splitsource stream, reached with the fsspec ``storage_options`` (on object
+    storage: the stream's credentials). A restart from the checkpoint then
+    replays nothing. Raises :class:`SplitSourceError` if the stream does not
+    acknowledge within ``timeout`` seconds (the query is left running).
     """
-    stop = GracefulStop(StateStore(state_location))
+    stop = GracefulStop(StateStore(state_location, storage_options))
     token = stop.request(timeout)
     try:
         deadline = time.monotonic() + timeout

@@ -61,6 +61,12 @@ STREAM_OPTIONS: tuple[Option, ...] = (
         "directory (any fsspec URL) for enumerator state too large for an offset",
         default=None,
     ),
+    Option.secret_json_object(
+        "stateStorageOptions",
+        "JSON object of fsspec arguments for stateLocation (default: the source's own, "
+        "for a location on the filesystem it reads)",
+        default=None,
+    ),
 )
 """Options of every splitsource format that matter to ``spark.readStream``."""
 
@@ -126,7 +132,11 @@ class SplitSourceStreamReader(
         """The driver-side coordinator, created on first use."""
         if self._coordinator is None:
             location = self.options["stateLocation"]
-            store = None if location is None else StateStore(location)
+            store = None
+            if location is not None:
+                given = self.options["stateStorageOptions"]
+                storage = self.source.storage_options_for(location) if given is None else given
+                store = StateStore(location, storage)
             self._coordinator = StreamCoordinator(
                 self.source, self.limits, store, self.options["discoveryInterval"]
             )

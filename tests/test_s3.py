@@ -1,0 +1,171 @@
+"""The file source on a real S3 endpoint (moto's server over HTTP, through s3fs), as a user
+would point it at object storage: URLs, keys and endpoint in ``storageOptions``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from helpers.s3_server import SECRET_KEY, S3Server
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+pytestmark = pytest.mark.spark
+
+ROWS = [{"id": i, "name": f"name-{i}"} for i in range(300)]
+SCHEMA = "id bigint, name string"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3: S3Server) -> str:
+    """A fresh bucket for the test."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(name)
+    return name
+
+
+def files_read(spark: SparkSession, s3: S3Server, file_format: str, **options: str) -> Any:
+    return (
+        spark.read.format("splitsource.files")
+        .option("format", file_format)
+        .option("storageOptions", json.dumps(s3.storage_options()))
+        .options(**options)
+    )
+
+
+def ids(frame: DataFrame) -> list[int]:
+    return sorted(row.id for row in frame.select("id").collect())
+
+
+def write_every_format(s3: S3Server, root: str) -> None:
+    """The rows as Parquet, CSV, gzipped JSON Lines and text, in three objects each."""
+    fs = s3.fs()
+    for part in range(3):
+        rows = ROWS[part * 100 : (part + 1) * 100]
+        table = pa.Table.from_pylist(rows)
+        with fs.open(f"{root}/parquet/part-{part}.parquet", "wb") as out:
+            pq.write_table(table, out)
+        csv = "id,name\n" + "".join(f"{r['id']},{r['name']}\n" for r in rows)
+        fs.pipe(f"{root}/csv/part-{part}.csv", csv.encode())
+        lines = "".join(json.dumps(r) + "\n" for r in rows)
+        fs.pipe(f"{root}/json/part-{part}.json.gz", gzip.compress(lines.encode()))
+        fs.pipe(f"{root}/text/part-{part}.txt", "".join(f"{r['id']}\n" for r in rows).encode())
+
+
+def test_bounded_reads_of_every_format_from_s3(
+    spark: SparkSession, s3: S3Server, bucket: str
+) -> None:
+    root = f"s3://{bucket}/lake"
+    write_every_format(s3, root)
+    expected = [row["id"] for row in ROWS]
+
+    assert ids(files_read(spark, s3, "parquet").load(f"{root}/parquet")) == expected
+    csv = files_read(spark, s3, "csv", header="true").schema(SCHEMA).load(f"{root}/csv")
+    assert ids(csv) == expected
+    assert csv.where("id = 7").first().name == "name-7"
+    json_gz = files_read(spark, s3, "json").schema(SCHEMA).load(f"{root}/json")
+    assert ids(json_gz) == expected
+    text = files_read(spark, s3, "text").load(f"{root}/text")
+    assert sorted(int(row.value) for row in text.collect()) == expected
+
+
+def test_hive_partitions_and_globs_on_s3(spark: SparkSession, s3: S3Server, bucket: str) -> None:
+    fs = s3.fs()
+    for day in ("2024-01-01", "2024-01-02"):
+        for hour in (0, 1):
+            table = pa.Table.from_pylist([{"id": hour}])
+            with fs.open(f"{bucket}/events/day={day}/hour={hour}/part.parquet", "wb") as out:
+                pq.write_table(table, out)
+    frame = files_read(spark, s3, "parquet").load(f"s3://{bucket}/events")
+    rows = sorted((row.day, str(row.hour), row.id) for row in frame.collect())
+    assert rows == [
+        (day, str(hour), hour) for day in ("2024-01-01", "2024-01-02") for hour in (0, 1)
+    ]
+    one_day = files_read(spark, s3, "parquet").load(f"s3://{bucket}/events/day=2024-01-02/*")
+    assert one_day.count() == 2
+
+
+def test_a_stream_keeps_its_state_on_s3_with_the_datas_credentials(
+    spark: SparkSession, s3: S3Server, bucket: str, tmp_path: Path
+) -> None:
+    """``stateLocation`` in the same bucket as the data: the state store reaches it with
+    the source's ``storageOptions``; the stream resumes from it exactly once."""
+    fs = s3.fs()
+    data, state = f"s3://{bucket}/in", f"s3://{bucket}/_state/in"
+
+    def write(first: int) -> None:
+        body = "".join(json.dumps({"id": i, "name": "x"}) + "\n" for i in range(first, first + 50))
+        fs.pipe(f"{bucket}/in/part-{first:05d}.json", body.encode())
+
+    def run() -> None:
+        query = (
+            spark.readStream.format("splitsource.files")
+            .option("format", "json")
+            .option("storageOptions", json.dumps(s3.storage_options()))
+            .option("stateLocation", state)
+            .schema(SCHEMA)
+            .load(data)
+            .writeStream.format("parquet")
+            .option("path", str(tmp_path / "sink"))
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+
+    for first in (0, 50):
+        write(first)
+    run()
+    write(100)
+    run()
+    sink = spark.read.parquet(str(tmp_path / "sink"))
+    assert ids(sink) == list(range(150))
+    checkpoint = [
+        path.read_bytes() for path in (tmp_path / "checkpoint").rglob("*") if path.is_file()
+    ]
+    assert checkpoint and not any(SECRET_KEY.encode() in content for content in checkpoint)
+
+
+def test_state_on_s3_with_its_own_options_for_a_local_stream_stopped_gracefully(
+    spark: SparkSession, s3: S3Server, bucket: str, tmp_path: Path
+) -> None:
+    """Data on local disk, state on S3: ``stateStorageOptions`` reach it, and so does
+    ``stop_gracefully`` given the same options."""
+    from sources.spark import stop_gracefully
+
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(20)))
+    state, storage = f"s3://{bucket}/state", s3.storage_options()
+    query = (
+        spark.readStream.format("splitsource.files")
+        .option("format", "json")
+        .option("stateLocation", state)
+        .option("stateStorageOptions", json.dumps(storage))
+        .schema("id bigint")
+        .load(str(data))
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "sink"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    query.processAllAvailable()
+    stop_gracefully(query, state, timeout=120, storage_options=storage)
+    assert not query.isActive
+    assert ids(spark.read.parquet(str(tmp_path / "sink"))) == list(range(20))
