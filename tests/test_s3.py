@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.s3_faults import Fault, FaultyProxy
 from helpers.s3_server import SECRET_KEY, S3Server
 
 if TYPE_CHECKING:
@@ -169,3 +170,80 @@ def test_state_on_s3_with_its_own_options_for_a_local_stream_stopped_gracefully(
     stop_gracefully(query, state, timeout=120, storage_options=storage)
     assert not query.isActive
     assert ids(spark.read.parquet(str(tmp_path / "sink"))) == list(range(20))
+
+
+@pytest.fixture(scope="module")
+def proxy(s3: S3Server) -> Iterator[FaultyProxy]:
+    """The S3 endpoint behind a proxy that injects errors; faults cleared after each test."""
+    with FaultyProxy(s3.port) as faulty:
+        yield faulty
+
+
+def through(proxy: FaultyProxy, s3: S3Server) -> str:
+    return json.dumps(dict(s3.storage_options(), endpoint_url=proxy.endpoint))
+
+
+def test_throttling_and_server_errors_are_retried_in_listing_and_reading(
+    spark: SparkSession, s3: S3Server, proxy: FaultyProxy, bucket: str
+) -> None:
+    root = f"s3://{bucket}/lake"
+    write_every_format(s3, root)
+    faults = [
+        proxy.inject(Fault(503, "SlowDown", count=2, method="GET", query="list-type")),
+        proxy.inject(Fault(500, "InternalError", count=2, method="GET", path="/csv/part-1")),
+    ]
+    try:
+        frame = (
+            spark.read.format("splitsource.files")
+            .option("format", "csv")
+            .option("header", "true")
+            .option("storageOptions", through(proxy, s3))
+            .schema(SCHEMA)
+            .load(f"{root}/csv")
+        )
+        assert ids(frame) == [row["id"] for row in ROWS]
+    finally:
+        proxy.clear()
+    assert [fault.hits for fault in faults] == [2, 2]
+
+
+@pytest.mark.parametrize("where", ["listing", "reading"])
+def test_access_denied_fails_fast_naming_the_path_never_the_secret(
+    spark: SparkSession, s3: S3Server, proxy: FaultyProxy, bucket: str, where: str
+) -> None:
+    root = f"s3://{bucket}/lake"
+    write_every_format(s3, root)
+    if where == "listing":
+        proxy.inject(Fault(403, "AccessDenied", count=100, method="GET", query="list-type"))
+    else:
+        proxy.inject(Fault(403, "AccessDenied", count=100, method="GET", path="/csv/part-"))
+    try:
+        frame = (
+            spark.read.format("splitsource.files")
+            .option("format", "csv")
+            .option("header", "true")
+            .option("storageOptions", through(proxy, s3))
+            .option("ignoreCorruptFiles", "true")  # not corrupt: never skipped
+            .schema(SCHEMA)
+            .load(f"{root}/csv")
+        )
+        with pytest.raises(Exception) as raised:
+            frame.collect()
+    finally:
+        proxy.clear()
+    message = str(raised.value)
+    assert f"{bucket}/lake/csv" in message
+    expected = "Cannot list" if where == "listing" else "No permission to read"
+    assert expected in message and "read access" in message
+    assert SECRET_KEY not in message
+
+
+def test_a_missing_bucket_fails_naming_it(spark: SparkSession, s3: S3Server) -> None:
+    frame = (
+        spark.read.format("splitsource.files")
+        .option("format", "json")
+        .option("storageOptions", json.dumps(s3.storage_options()))
+        .schema(SCHEMA)
+    )
+    with pytest.raises(Exception, match="no-such-bucket-here/data"):
+        frame.load("s3://no-such-bucket-here/data").collect()

@@ -20,7 +20,14 @@ from readers.formats.malformed import (
     decode_tolerant,
     file_schema,
 )
-from readers.formats.opening import FIX, detail, missing_file_error, open_input, short_file_error
+from readers.formats.opening import (
+    FIX,
+    detail,
+    missing_file_error,
+    open_input,
+    short_file_error,
+    unreadable_file_error,
+)
 from readers.formats.options import FormatOptions, invalid_option
 from sources.errors import CorruptFileError, FileReadError
 
@@ -120,6 +127,8 @@ class LineFormat(LineCodec, ABC):
                 raise
             except FileNotFoundError as error:
                 raise missing_file_error(path) from error
+            except PermissionError as error:
+                raise unreadable_file_error(path, error) from error
             except OSError as error:
                 where = (
                     f"near line {blocks.line}" if blocks.line else f"near byte {blocks.position}"
@@ -152,6 +161,8 @@ class LineFormat(LineCodec, ABC):
                     sample += more
             except FileReadError:
                 raise
+            except PermissionError as error:
+                raise unreadable_file_error(path, error) from error
             except OSError as error:
                 raise FileReadError(
                     f"Cannot read the start of '{path}' to infer its schema: {detail(error)}. {FIX}"

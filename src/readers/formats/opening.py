@@ -33,6 +33,8 @@ def open_input(fs: fsspec.AbstractFileSystem, path: str) -> Iterator[pa.NativeFi
             native = pa.PythonFile(raw, mode="r")
     except FileNotFoundError as error:
         raise missing_file_error(path) from error
+    except PermissionError as error:
+        raise unreadable_file_error(path, error) from error
     except FileReadError:
         raise
     except OSError as error:
@@ -41,6 +43,8 @@ def open_input(fs: fsspec.AbstractFileSystem, path: str) -> Iterator[pa.NativeFi
         yield native
     except FileNotFoundError as error:
         raise missing_file_error(path) from error
+    except PermissionError as error:
+        raise unreadable_file_error(path, error) from error
     finally:
         native.close()
         if raw is not None:
@@ -52,6 +56,15 @@ def missing_file_error(path: str) -> MissingFileError:
     return MissingFileError(
         f"File '{path}' does not exist any more: it was listed, then deleted or renamed "
         "before it was read. ignoreMissingFiles=true skips files that disappear."
+    )
+
+
+def unreadable_file_error(path: str, error: PermissionError) -> FileReadError:
+    """The error for ``path``, which the storage refuses to let this process read."""
+    return FileReadError(
+        f"No permission to read '{path}' ({error}). Give the Spark executors read access "
+        "to it (credentials in storageOptions or the executors' environment); it is not "
+        "a corrupt file, so ignoreCorruptFiles does not skip it."
     )
 
 
