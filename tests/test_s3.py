@@ -247,3 +247,61 @@ def test_a_missing_bucket_fails_naming_it(spark: SparkSession, s3: S3Server) -> 
     )
     with pytest.raises(Exception, match="no-such-bucket-here/data"):
         frame.load("s3://no-such-bucket-here/data").collect()
+
+
+@pytest.mark.parametrize("clean", ["delete", "archive"])
+def test_clean_source_on_s3_survives_a_failed_delete_without_loss_or_duplicates(
+    spark: SparkSession,
+    s3: S3Server,
+    proxy: FaultyProxy,
+    bucket: str,
+    tmp_path: Path,
+    clean: str,
+) -> None:
+    """On S3 an archive is a copy then a delete. Deletes fail during the first run (as a
+    crash between the two would leave it): the files are cleaned at the next commit, read
+    once, archived once."""
+    fs = s3.fs()
+    for first in range(0, 150, 50):
+        body = "".join(json.dumps({"id": i, "name": "x"}) + "\n" for i in range(first, first + 50))
+        fs.pipe(f"{bucket}/in/part-{first:05d}.json", body.encode())
+    denied = 10**6  # every delete of the first run; not retried, unlike throttling
+    deletes = proxy.inject(Fault(403, "AccessDenied", denied, method="DELETE", path="/in/"))
+    posts = proxy.inject(Fault(403, "AccessDenied", denied, method="POST", query="delete"))
+
+    def run() -> None:
+        query = (
+            spark.readStream.format("splitsource.files")
+            .option("format", "json")
+            .option("storageOptions", through(proxy, s3))
+            .option("stateLocation", str(tmp_path / "state"))
+            .option("maxFilesPerTrigger", 1)
+            .option("cleanSource", clean)
+            .option("sourceArchiveDir", f"s3://{bucket}/archive")
+            .schema(SCHEMA)
+            .load(f"s3://{bucket}/in")
+            .writeStream.format("parquet")
+            .option("path", str(tmp_path / "sink"))
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+
+    try:
+        run()
+        assert deletes.hits + posts.hits > 0, "no delete was attempted while they failed"
+        assert fs.ls(f"{bucket}/in"), "every delete failed: the files must still be there"
+    finally:
+        proxy.clear()
+    # Deletes work again. The next commit (of one more file) cleans what was left behind,
+    # which is not read again.
+    fs.pipe(f"{bucket}/in/part-00150.json", b'{"id": 150, "name": "x"}\n')
+    run()
+
+    assert ids(spark.read.parquet(str(tmp_path / "sink"))) == list(range(151))
+    assert not fs.exists(f"{bucket}/in") or not fs.ls(f"{bucket}/in", refresh=True)
+    archived = fs.find(f"{bucket}/archive") if fs.exists(f"{bucket}/archive") else []
+    expected = [f"{bucket}/archive/{bucket}/in/part-{n:05d}.json" for n in (0, 50, 100, 150)]
+    assert sorted(archived) == (expected if clean == "archive" else [])
