@@ -2,12 +2,15 @@
 
 - :func:`register` makes ``spark.read.format("splitsource.<name>")`` and
   ``spark.readStream.format(...)`` work for a source class;
-- :func:`local_session` starts a loopback-only local session for demos and tests;
+- :func:`local_session` starts a loopback-only local session, classic or Spark
+  Connect, for demos and tests;
 - :func:`stop_gracefully` and :func:`cancel` stop a stream.
 
 Modules: :mod:`.datasource` (the data source and bounded reads),
 :mod:`.stream_reader` (``readStream``), :mod:`.partitions` (packing splits into
-partitions and reading them), :mod:`.session`, :mod:`.stopping`.
+partitions and reading them), :mod:`.parallelism` (how many cores packing aims
+at), :mod:`.session`, :mod:`.stopping`. Every function works with a classic and a
+Spark Connect session.
 """
 
 from sources.spark.datasource import data_source_for, register

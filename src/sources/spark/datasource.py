@@ -27,6 +27,7 @@ from readers.fetcher import FetcherSettings
 from sources.api import Source
 from sources.errors import SplitSourceError, UnsupportedBoundednessError
 from sources.options import Option
+from sources.spark.parallelism import driver_cores, session_parallelism
 from sources.spark.partitions import SplitPartitionReading
 from sources.spark.session import check_spark_version, use_this_python
 from sources.spark.stream_reader import (
@@ -79,18 +80,25 @@ _PLANNING_ROUNDS_WITHOUT_PROGRESS = 3
 def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> None:
     """Make each source readable as ``spark.read.format(<its format name>)``.
 
-    Checks that Spark is at least 4.2 and, unless the user chose a Python for
-    the workers, has them run the interpreter that runs this driver.
+    Works with a classic and a Spark Connect session. Checks that Spark is at
+    least 4.2, has a classic session's Python workers run this interpreter
+    unless the user chose one, and records the default parallelism that the
+    session's conf tells (:mod:`sources.spark.parallelism`).
     """
     check_spark_version(spark.version)
     use_this_python(spark)
-    parallelism = spark.sparkContext.defaultParallelism
+    parallelism = session_parallelism(spark)
     for source_class in source_classes:
         spark.dataSource.register(data_source_for(source_class, parallelism))
 
 
-def data_source_for(source_class: type[Source[Any, Any]], parallelism: int = 1) -> type[DataSource]:
-    """The Spark ``DataSource`` class that serves ``source_class`` on ``parallelism`` cores."""
+def data_source_for(
+    source_class: type[Source[Any, Any]], parallelism: int | None = None
+) -> type[DataSource]:
+    """The Spark ``DataSource`` class that serves ``source_class`` on ``parallelism`` cores.
+
+    Without ``parallelism``, a read plans for the cores of the driver's machine.
+    """
     return type(
         f"{source_class.__name__}DataSource",
         (SplitSourceDataSource,),
@@ -102,8 +110,8 @@ class SplitSourceDataSource(DataSource):
     """Serves one :class:`Source` class; subclassed per source by :func:`data_source_for`."""
 
     source_class: type[Source[Any, Any]]
-    parallelism: int = 1
-    """The registering session's default parallelism, which sizes default partitions."""
+    parallelism: int | None = None
+    """The default parallelism that sizes default partitions, if registration knew it."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -125,10 +133,13 @@ class SplitSourceDataSource(DataSource):
                 f"{self.name()} cannot do a bounded read with spark.read; "
                 "read it with spark.readStream instead."
             )
-        return BoundedSourceReader(self.source, schema, self.read_options, self.parallelism)
+        return BoundedSourceReader(self.source, schema, self.read_options, self._cores())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SplitSourceStreamReader(self.source, schema, self.read_options, self.parallelism)
+        return SplitSourceStreamReader(self.source, schema, self.read_options, self._cores())
+
+    def _cores(self) -> int:
+        return driver_cores() if self.parallelism is None else self.parallelism
 
 
 class BoundedSourceReader(SplitPartitionReading, DataSourceReader):

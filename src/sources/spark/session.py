@@ -1,4 +1,8 @@
-"""Spark session set-up that splitsource needs: version check, Python workers, loopback."""
+"""Spark session set-up that splitsource needs: version check, Python workers, loopback.
+
+Classic and Spark Connect sessions alike; only a classic session lets a client
+choose its Python workers after it started.
+"""
 
 from __future__ import annotations
 
@@ -32,13 +36,17 @@ def check_spark_version(version: str) -> None:
 
 
 def use_this_python(spark: SparkSession) -> None:
-    """Run Python workers with this interpreter unless the user chose one.
+    """Run a classic session's Python workers with this interpreter unless the user chose one.
 
     Python data sources are pickled with the interpreter Spark names for its
     workers; if that one lacks splitsource, every read fails at import. When
     neither ``PYSPARK_PYTHON`` nor ``spark.pyspark.python`` is set, the
-    interpreter running the driver is the one that has splitsource.
+    interpreter running the driver is the one that has splitsource. A Spark
+    Connect server runs the ``PYSPARK_PYTHON`` of its own environment, which
+    a client cannot change: this does nothing there.
     """
+    if not isinstance(spark, SparkSession):
+        return  # a Spark Connect session
     context = spark.sparkContext
     if os.environ.get("PYSPARK_PYTHON") or context.getConf().get("spark.pyspark.python"):
         return
@@ -49,22 +57,33 @@ def local_session(
     master: str = "local[2]",
     app_name: str = "splitsource",
     conf: Mapping[str, str] | None = None,
+    *,
+    connect: bool = False,
 ) -> SparkSession:
-    """A Spark session for demos, tests and benchmarks: loopback only, this Python for workers."""
+    """A Spark session for demos, tests and benchmarks: loopback only, this Python for workers.
+
+    With ``connect=True``, a Spark Connect session served by a local Connect
+    server that this process starts on 127.0.0.1, port 15002 (needs pyspark's
+    ``connect`` extra, ``pip install 'splitsource[connect]'``). Either kind is
+    one per process.
+    """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # A Connect server reads its workers' Python from its environment only.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        SparkSession.builder.remote(master) if connect else SparkSession.builder.master(master)
+    )
+    builder = (
+        builder.appName(app_name)
+        .config("spark.connect.grpc.binding.address", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+        .config("spark.log.level", "WARN")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    return builder.getOrCreate()
