@@ -23,6 +23,7 @@ __all__ = [
     "ReaderError",
     "SchemaMismatchError",
     "SerializationError",
+    "SourceDefinitionError",
     "SplitSourceError",
     "StateStoreError",
     "UnsupportedBoundednessError",
@@ -47,6 +48,10 @@ class InvalidOptionError(SplitSourceError, ValueError):
 
 class UnsupportedSparkVersionError(SplitSourceError, RuntimeError):
     """The running Spark is older than the version splitsource needs."""
+
+
+class SourceDefinitionError(SplitSourceError, TypeError):
+    """An author's class does not fit the API it implements, such as a method's parameters."""
 
 
 class UnsupportedBoundednessError(SplitSourceError, ValueError):

@@ -27,6 +27,7 @@ from readers.fetcher import FetcherSettings
 from sources.api import Source
 from sources.errors import SplitSourceError, UnsupportedBoundednessError
 from sources.options import Option
+from sources.spark.checks import check_source_class
 from sources.spark.parallelism import driver_cores, session_parallelism
 from sources.spark.partitions import SplitPartitionReading
 from sources.spark.session import check_spark_version, use_this_python
@@ -35,7 +36,7 @@ from sources.spark.stream_reader import (
     SplitSourceStreamReader,
     check_stream_options,
 )
-from sources.split import Boundedness
+from sources.split import Boundedness, require_unique_split_ids
 
 __all__ = ["READ_OPTIONS", "data_source_for", "plan_bounded", "register"]
 
@@ -97,8 +98,12 @@ def data_source_for(
 ) -> type[DataSource]:
     """The Spark ``DataSource`` class that serves ``source_class`` on ``parallelism`` cores.
 
-    Without ``parallelism``, a read plans for the cores of the driver's machine.
+    Without ``parallelism``, a read plans for the cores of the driver's machine. Raises
+    :class:`~sources.errors.SourceDefinitionError` if a method of the source (or of the
+    reader, enumerator or serializer it is annotated to create) does not take the
+    parameters splitsource passes.
     """
+    check_source_class(source_class)
     return type(
         f"{source_class.__name__}DataSource",
         (SplitSourceDataSource,),
@@ -170,6 +175,7 @@ def plan_bounded(source: Source[Any, Any]) -> list[Any]:
                     "reports end of input in a bounded read; a bounded enumerator must know "
                     "all its splits after start() (or its one discovery)."
                 )
+        require_unique_split_ids(splits, f"the plan of {source.format_name()}")
         return splits
     finally:
         enumerator.close()

@@ -1,0 +1,102 @@
+"""Checks that fail early: an author's methods must take the parameters splitsource passes,
+and a plan must not hold two splits with one id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from enumerators import StaticSplitEnumerator
+from readers import RecordsBySplit
+from readers.numbers import NumberSequenceSplitReader
+from sources import Options, SourceDefinitionError, SplitSourceError
+from sources.files import FileSource
+from sources.kafka import KafkaSource
+from sources.numbers import NumberSequenceSource
+from sources.rate import RateSource
+from sources.spark import data_source_for
+from sources.spark.checks import check_source_class
+from sources.spark.datasource import plan_bounded
+from sources.splits.numbers import NumberSequenceSplit
+
+
+@pytest.mark.parametrize(
+    "source_class", [NumberSequenceSource, RateSource, FileSource, KafkaSource]
+)
+def test_the_packaged_sources_fit_the_api(source_class: Any) -> None:
+    check_source_class(source_class)
+
+
+def test_create_reader_without_the_schema_parameter_is_named_with_the_fix() -> None:
+    class NoSchema(NumberSequenceSource):
+        def create_reader(self) -> NumberSequenceSplitReader:  # type: ignore[override]
+            return NumberSequenceSplitReader()
+
+    with pytest.raises(SourceDefinitionError) as raised:
+        check_source_class(NoSchema)
+    assert str(raised.value) == (
+        "test_create_reader_without_the_schema_parameter_is_named_with_the_fix.<locals>."
+        "NoSchema.create_reader(self) does not fit the API: splitsource calls it as "
+        "Source.create_reader(self, schema) declares. Give it those parameters."
+    )
+
+
+def test_from_options_as_an_instance_method_does_not_fit() -> None:
+    class NotAClassMethod(NumberSequenceSource):
+        def from_options(self, options: Options) -> Any:  # type: ignore[override]
+            return None
+
+    with pytest.raises(SourceDefinitionError, match=r"NotAClassMethod\.from_options\(self"):
+        check_source_class(NotAClassMethod)
+
+
+class NoTimeout(NumberSequenceSplitReader):
+    def fetch(self) -> RecordsBySplit:  # type: ignore[override]
+        return RecordsBySplit()
+
+
+class AnnotatedSource(NumberSequenceSource):
+    def create_reader(self, schema: pa.Schema) -> NoTimeout:
+        return NoTimeout()
+
+
+def test_the_reader_a_source_is_annotated_to_create_is_checked_too() -> None:
+    with pytest.raises(SourceDefinitionError, match=r"NoTimeout\.fetch\(self\) does not fit"):
+        check_source_class(AnnotatedSource)
+
+
+def test_extra_optional_parameters_and_catch_alls_fit() -> None:
+    class Lenient(NumberSequenceSource):
+        def create_reader(self, schema: pa.Schema, extra: int = 0) -> Any:
+            return NumberSequenceSplitReader()
+
+        def refine_plan(self, *splits: Any, **ignored: Any) -> Any:
+            return splits[0]
+
+    check_source_class(Lenient)
+
+
+def test_data_source_for_checks_before_spark_sees_the_class() -> None:
+    """``register`` and the ``pyspark_*`` modules both build the data source this way."""
+
+    class NoSchema(NumberSequenceSource):
+        def create_reader(self) -> NumberSequenceSplitReader:  # type: ignore[override]
+            return NumberSequenceSplitReader()
+
+    with pytest.raises(SourceDefinitionError, match=r"NoSchema\.create_reader\(self\)"):
+        data_source_for(NoSchema)
+
+
+class TwinSplits(NumberSequenceSource):
+    """Hands out two splits with one id."""
+
+    def create_enumerator(self, context: Any) -> Any:
+        return StaticSplitEnumerator([NumberSequenceSplit(3, 0, 9), NumberSequenceSplit(3, 10, 19)])
+
+
+def test_a_bounded_plan_with_a_split_id_twice_fails_naming_it() -> None:
+    twins = r"Two splits with the id '3' in the plan of splitsource\.numbers"
+    with pytest.raises(SplitSourceError, match=twins):
+        plan_bounded(TwinSplits(0, 19))
