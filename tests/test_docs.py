@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -85,34 +86,44 @@ def test_a_user_guide_runs_top_to_bottom(spark: SparkSession, page: str) -> None
 
 
 @pytest.mark.cluster
-def test_the_deploying_page_starts_a_standalone_cluster_a_driver_reads_from(
-    tmp_path: Path,
-) -> None:
-    """Its shell block, run in a shell whose PATH starts with this environment (as an
-    activated virtual environment's would), then its Python block as a driver."""
+@pytest.mark.connect
+def test_the_deploying_page_starts_servers_its_python_blocks_use(tmp_path: Path) -> None:
+    """Each shell block after the first starts a server: it runs after the first (the
+    environment) in a shell whose PATH starts with this environment, as an activated
+    virtual environment's would; once the ports it names listen, the Python block after it
+    runs as a program of its own; then the server is stopped."""
     text = (DOCS / "deploying.md").read_text()
-    (start_cluster,) = code_blocks(text, "bash")
-    (driver,) = code_blocks(text)
-    env = dict(
-        job_env(), PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
-    )
-    cluster = subprocess.Popen(
-        ["bash", "-c", start_cluster + "wait\n"], cwd=tmp_path, env=env, start_new_session=True
-    )
-    try:
-        deadline = time.monotonic() + 120
-        worker_log = tmp_path / "worker.log"
-        while "Successfully registered with master" not in (
-            worker_log.read_text() if worker_log.exists() else ""
-        ):
-            assert cluster.poll() is None and time.monotonic() < deadline, (
-                tmp_path / "master.log"
-            ).read_text()[-3000:]
-            time.sleep(0.2)
-        result = subprocess.run(
-            [sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=300
+    environment, *servers = code_blocks(text, "bash")
+    programs = code_blocks(text)
+    assert len(servers) == len(programs) == 2
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    env = dict(job_env(), PATH=path)
+    for server, program in zip(servers, programs, strict=True):
+        ports = [int(port) for port in re.findall(r"(?:port[ =]|:)(\d{4,5})\b", server)]
+        shell = subprocess.Popen(
+            ["bash", "-c", f"{environment}{server}wait\n"],
+            cwd=tmp_path,
+            env=env,
+            start_new_session=True,
         )
-        assert result.returncode == 0, result.stderr[-4000:]
-    finally:
-        os.killpg(cluster.pid, signal.SIGTERM)
-        cluster.wait(60)
+        try:
+            wait_until_listening(ports, shell, tmp_path)
+            command = [sys.executable, "-c", program]
+            result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+            assert result.returncode == 0, result.stderr[-4000:]
+        finally:
+            os.killpg(shell.pid, signal.SIGTERM)
+            shell.wait(60)
+
+
+def wait_until_listening(ports: list[int], shell: subprocess.Popen[bytes], logs: Path) -> None:
+    deadline = time.monotonic() + 120
+    for port in ports:
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                tails = {log.name: log.read_text()[-2000:] for log in logs.glob("*.log")}
+                assert shell.poll() is None and time.monotonic() < deadline, tails
+                time.sleep(0.2)
