@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from helpers.s3_faults import Fault, FaultyProxy
 from helpers.s3_server import SECRET_KEY, S3Server
+from sources.spark import stop_gracefully
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -148,8 +150,6 @@ def test_state_on_s3_with_its_own_options_for_a_local_stream_stopped_gracefully(
 ) -> None:
     """Data on local disk, state on S3: ``stateStorageOptions`` reach it, and so does
     ``stop_gracefully`` given the same options."""
-    from sources.spark import stop_gracefully
-
     data = tmp_path / "in"
     data.mkdir()
     (data / "a.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(20)))
@@ -305,3 +305,95 @@ def test_clean_source_on_s3_survives_a_failed_delete_without_loss_or_duplicates(
     archived = fs.find(f"{bucket}/archive") if fs.exists(f"{bucket}/archive") else []
     expected = [f"{bucket}/archive/{bucket}/in/part-{n:05d}.json" for n in (0, 50, 100, 150)]
     assert sorted(archived) == (expected if clean == "archive" else [])
+
+
+def test_latest_first_and_max_file_age_go_by_last_modified_on_s3(
+    spark: SparkSession, s3: S3Server, bucket: str, tmp_path: Path
+) -> None:
+    """S3 keeps no mtime one can set: objects are written seconds apart instead, and their
+    ``LastModified`` orders them. part-0 is older than the newest by more than maxFileAge."""
+    fs = s3.fs()
+    for number in range(4):
+        time.sleep(5.0 if number == 1 else 1.1 if number else 0)
+        body = "".join(json.dumps({"id": number * 10 + i}) + "\n" for i in range(10))
+        fs.pipe(f"{bucket}/in/part-{number}.json", body.encode())
+    batches: dict[int, list[int]] = {}
+
+    def keep(batch: DataFrame, batch_id: int) -> None:
+        found = sorted({row.id // 10 for row in batch.select("id").collect()})
+        if found:
+            batches[batch_id] = found
+
+    query = (
+        spark.readStream.format("splitsource.files")
+        .option("format", "json")
+        .option("storageOptions", json.dumps(s3.storage_options()))
+        .option("stateLocation", f"s3://{bucket}/_state")
+        .option("latestFirst", "true")
+        .option("maxFilesPerTrigger", 2)
+        .option("maxFileAge", "4s")
+        .schema("id bigint")
+        .load(f"s3://{bucket}/in")
+        .writeStream.foreachBatch(keep)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert [batches[key] for key in sorted(batches)] == [[2, 3], [1]]
+
+
+def test_an_object_overwritten_after_it_was_listed_fails_naming_it(
+    s3: S3Server, bucket: str
+) -> None:
+    """The same check as on disk: size or LastModified changed since the listing."""
+    from readers import FetcherSettings, SplitFetcher
+    from sources.files import FileSource
+    from sources.spark.datasource import plan_bounded
+    from sources.spark.partitions import arrow_schema
+
+    fs = s3.fs()
+    fs.pipe(f"{bucket}/in/a.json", b'{"id": 1}\n')
+    source, _ = FileSource.from_spark_options(
+        {
+            "path": f"s3://{bucket}/in",
+            "format": "json",
+            "storageOptions": json.dumps(s3.storage_options()),
+        }
+    )
+    splits = plan_bounded(source)
+    time.sleep(1.1)  # LastModified has whole seconds
+    fs.pipe(f"{bucket}/in/a.json", b'{"id": 1}\n{"id": 2}\n')
+    schema = arrow_schema(source.schema())
+    fetcher = SplitFetcher(lambda: source.create_reader(schema), splits, schema, FetcherSettings())
+    with pytest.raises(Exception, match=f"File '{bucket}/in/a.json' changed after it was listed"):
+        list(fetcher)
+
+
+def test_throttled_state_writes_are_retried_and_the_stream_goes_on(
+    spark: SparkSession, s3: S3Server, proxy: FaultyProxy, bucket: str, tmp_path: Path
+) -> None:
+    fs = s3.fs()
+    for first in range(0, 100, 50):
+        body = "".join(json.dumps({"id": i, "name": "x"}) + "\n" for i in range(first, first + 50))
+        fs.pipe(f"{bucket}/in/part-{first:05d}.json", body.encode())
+    writes = proxy.inject(Fault(503, "SlowDown", count=2, method="PUT", path="/_state/"))
+    try:
+        query = (
+            spark.readStream.format("splitsource.files")
+            .option("format", "json")
+            .option("storageOptions", through(proxy, s3))
+            .option("stateLocation", f"s3://{bucket}/_state")
+            .schema(SCHEMA)
+            .load(f"s3://{bucket}/in")
+            .writeStream.format("parquet")
+            .option("path", str(tmp_path / "sink"))
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .start()
+        )
+        query.processAllAvailable()
+        stop_gracefully(query, f"s3://{bucket}/_state", 120, json.loads(through(proxy, s3)))
+    finally:
+        proxy.clear()
+    assert writes.hits == 2
+    assert ids(spark.read.parquet(str(tmp_path / "sink"))) == list(range(100))

@@ -30,8 +30,13 @@ class Storage:
         return self.connect()
 
     def connect(self) -> fsspec.AbstractFileSystem:
-        """Build the filesystem."""
-        fs, _ = fsspec.core.url_to_fs(self.url, **self.options)
+        """Build the filesystem, without fsspec's listings cache unless the options ask for it.
+
+        A stream lists the same prefixes again and again and must see what changed; an
+        object store's filesystem (s3fs, gcsfs) would otherwise answer ``info`` and
+        ``open`` from a listing made before an object was overwritten.
+        """
+        fs, _ = fsspec.core.url_to_fs(self.url, **{"use_listings_cache": False, **self.options})
         return fs
 
     def __getstate__(self) -> dict[str, Any]:
