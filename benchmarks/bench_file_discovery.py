@@ -19,32 +19,50 @@ of a busy machine. It prints the median of each and ends with
 ``ratio discovery/listing: X.XX``: the steady discovery over the bare listing
 (1.00 would mean the enumerator adds nothing to the listing it needs).
 
+With ``--s3`` the same runs on objects in an S3 bucket instead: a local S3
+endpoint (moto's server, ``tests/helpers/s3_server.py``) is started, ``--files``
+objects (default 10,000 there) are written in 100 prefixes, and both the anchor
+and the enumerator go through s3fs with the endpoint in ``storageOptions``, as a
+user's stream would. The requests each steady discovery sends are counted at a
+proxy in front of the endpoint, and the run ends with
+``ratio discovery/listing s3: X.XX``.
+
 Run it from the project root::
 
     .venv/bin/python benchmarks/bench_file_discovery.py [--files N] [--runs K]
-        [--per-batch B] [--cache DIR]
+        [--per-batch B] [--cache DIR] [--s3]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from enumerators.base import EnumeratorContext
+from enumerators.base import EnumeratorContext, ReadMode
 from enumerators.files import FileEnumerator, FileEnumeratorStateSerializer
 from sources.files import FileSource
 from sources.options import parse_options
 from sources.serialization import frame
-from sources.split import Boundedness
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from helpers.s3_faults import FaultyProxy
+from helpers.s3_server import S3Server
 
 DIRECTORIES = 10
-CONTEXT = EnumeratorContext(Boundedness.CONTINUOUS_UNBOUNDED)
+S3_PREFIXES = 100
+CONTEXT = EnumeratorContext(ReadMode.STREAM)
 
 
 def data_set(cache: Path, files: int) -> Path:
@@ -66,8 +84,26 @@ def data_set(cache: Path, files: int) -> Path:
     return root
 
 
-def enumerator(root: Path) -> FileEnumerator:
-    given = {"path": str(root), "format": "json"}
+@contextmanager
+def s3_data_set(files: int) -> Iterator[tuple[str, dict[str, Any], FaultyProxy]]:
+    """``files`` small objects in ``S3_PREFIXES`` prefixes of a bucket on a local endpoint;
+    yields their URL, the storage options that reach them through a counting proxy, and
+    the proxy."""
+    with S3Server() as server, FaultyProxy(server.port) as proxy:
+        server.create_bucket("bench")
+        print(f"data: writing {files:,} objects to s3://bench/root", flush=True)
+        objects = {
+            f"bench/root/p{index % S3_PREFIXES:03d}/f-{index:07d}.json": b'{"id": %d}\n' % index
+            for index in range(files)
+        }
+        server.fs().pipe(objects)
+        yield "s3://bench/root", dict(server.storage_options(), endpoint_url=proxy.endpoint), proxy
+
+
+def enumerator(url: str, storage: dict[str, Any] | None = None) -> FileEnumerator:
+    given = {"path": url, "format": "json"}
+    if storage is not None:
+        given["storageOptions"] = json.dumps(storage)
     source = FileSource.from_options(parse_options("splitsource.files", FileSource.options, given))
     return source.create_enumerator(CONTEXT)
 
@@ -82,46 +118,87 @@ def timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=100_000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--per-batch", type=int, default=5_000)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/splitsource-bench-discovery"))
-    args = parser.parse_args()
-    root = data_set(args.cache, args.files)
-    fs = LocalFileSystem()
+def measure(
+    label: str,
+    listing: Callable[[], object],
+    make: Callable[[], FileEnumerator],
+    files: int,
+    runs: int,
+    per_batch: int,
+) -> float:
+    """Time the listing and the enumerator's work, interleaved; print the medians and return
+    the steady discovery over the bare listing."""
     serializer = FileEnumeratorStateSerializer()
-
-    read_all = enumerator(root)
+    read_all = make()
     discover(read_all)
-    assert len(read_all.next_splits()) == args.files, "the listing misses files"
+    assert len(read_all.next_splits()) == files, "the listing misses files"
     times: dict[str, list[float]] = {
         "bare listing": [],
         "first discovery": [],
         "steady discovery": [],
-        f"plan {args.per_batch:,} files": [],
+        f"plan {per_batch:,} files": [],
         "checkpoint state": [],
     }
-    for run in range(args.runs):
-        times["bare listing"].append(timed(lambda: fs.find(str(root), detail=True)))
-        fresh = enumerator(root)
+    for run in range(runs):
+        times["bare listing"].append(timed(listing))
+        fresh = make()
         times["first discovery"].append(timed(lambda: discover(fresh)))  # noqa: B023
         times["steady discovery"].append(timed(lambda: discover(read_all)))
-        plan = timed(lambda: fresh.next_splits(args.per_batch))  # noqa: B023
-        times[f"plan {args.per_batch:,} files"].append(plan)
+        plan = timed(lambda: fresh.next_splits(per_batch))  # noqa: B023
+        times[f"plan {per_batch:,} files"].append(plan)
         state = timed(lambda: frame(serializer, read_all.snapshot_state(run)))  # noqa: B023
         times["checkpoint state"].append(state)
-        print(f"run {run + 1}/{args.runs} done", flush=True)
+        print(f"run {run + 1}/{runs} done", flush=True)
 
     size = len(frame(serializer, read_all.snapshot_state(0)))
-    print(f"\n{args.files:,} files; medians of {args.runs} runs")
+    print(f"\n{label}: {files:,} files; medians of {runs} runs")
     for name, values in times.items():
         print(f"  {name:<22} {statistics.median(values):8.3f} s")
-    print(f"  state of {args.files:,} seen files: {size:,} bytes")
-    listing = statistics.median(times["bare listing"])
-    steady = statistics.median(times["steady discovery"])
-    print(f"ratio discovery/listing: {steady / listing:.2f}")
+    print(f"  state of {files:,} seen files: {size:,} bytes")
+    return statistics.median(times["steady discovery"]) / statistics.median(times["bare listing"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--per-batch", type=int, default=5_000)
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/splitsource-bench-discovery"))
+    parser.add_argument("--s3", action="store_true", help="objects on a local S3 endpoint")
+    args = parser.parse_args()
+    if not args.s3:
+        files = args.files or 100_000
+        root = str(data_set(args.cache, files))
+        fs = LocalFileSystem()
+        ratio = measure(
+            "local disk",
+            lambda: fs.find(root, detail=True),
+            lambda: enumerator(root),
+            files,
+            args.runs,
+            args.per_batch,
+        )
+        print(f"ratio discovery/listing: {ratio:.2f}")
+        return
+    files = args.files or 10_000
+    with s3_data_set(files) as (url, storage, proxy):
+        bare = fsspec.filesystem("s3", use_listings_cache=False, **storage)
+        steady = enumerator(url, storage)
+        discover(steady)
+        steady.next_splits()
+        before = proxy.requests()
+        discover(steady)
+        sent = proxy.requests() - before
+        ratio = measure(
+            "s3",
+            lambda: bare.find(url, detail=True),
+            lambda: enumerator(url, storage),
+            files,
+            args.runs,
+            args.per_batch,
+        )
+    print(f"  requests per steady discovery: {sent}")
+    print(f"ratio discovery/listing s3: {ratio:.2f}")
 
 
 if __name__ == "__main__":

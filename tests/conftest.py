@@ -7,6 +7,7 @@ import itertools
 import os
 import re
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from helpers.jobs import Job
     from helpers.kafka_broker import KafkaBroker
     from helpers.kafka_queries import Stream
+    from helpers.s3_server import S3Server
 
 _TOPIC_NUMBERS = itertools.count()
 
@@ -133,3 +135,21 @@ def jobs() -> Iterator[list[Job]]:
     for job in started:
         if job.running():
             job.kill()
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[S3Server]:
+    """A real S3 endpoint (moto's server) on 127.0.0.1 for the whole run, started when a
+    test first asks for it."""
+    from helpers.s3_server import S3Server
+
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def bucket(s3: S3Server) -> str:
+    """A fresh bucket on the ``s3`` endpoint, for one test."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(name)
+    return name

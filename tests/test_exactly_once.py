@@ -9,6 +9,7 @@ killed job leaves behind; it must hold every number exactly once.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable
@@ -65,6 +66,23 @@ class FileWorkload(Workload):
 
 
 @dataclass(frozen=True)
+class S3FileWorkload(FileWorkload):
+    """The file workload on S3: objects written whole (a PUT is atomic), state beside them.
+    ``server`` and ``root`` (``bucket/prefix``) are set by the test."""
+
+    server: Any = None
+    root: str = ""
+
+    def feed(self, directory: Path, run: int) -> None:
+        super().feed(directory, run)
+        fs = self.server.fs()
+        for path in sorted(directory.glob("numbers-*.csv")):
+            target = f"{self.root}/incoming/{path.name}"
+            if not fs.exists(target):
+                fs.put_file(str(path), target)
+
+
+@dataclass(frozen=True)
 class KafkaWorkload(Workload):
     """Numbers as Kafka records in four partitions: half there at the start, more after each
     kill. ``broker`` and ``topic`` are set by the test."""
@@ -97,6 +115,17 @@ FILES = FileWorkload(
     last=40 * FILE_ROWS - 1,
     batches=40,  # one file each
     kills=5,
+    min_mid_batch=1,
+    schema="value bigint",
+    extra_batches=1,
+)
+
+S3_FILES = S3FileWorkload(
+    "files",
+    {"format": "csv", "header": "true", "maxFilesPerTrigger": 1, "discoveryInterval": "200ms"},
+    last=20 * FILE_ROWS - 1,
+    batches=20,
+    kills=3,
     min_mid_batch=1,
     schema="value bigint",
     extra_batches=1,
@@ -165,7 +194,11 @@ class KillPoint:
 
 
 @pytest.mark.timeout(1200)  # about 4 minutes alone on two cores; far more when they are busy
-@pytest.mark.parametrize("workload", [NUMBERS, FILES, KAFKA], ids=lambda w: w.format)
+@pytest.mark.parametrize(
+    "workload",
+    [NUMBERS, FILES, S3_FILES, KAFKA],
+    ids=["numbers", "files", "files-on-s3", "kafka"],
+)
 def test_driver_sigkill_at_random_moments_loses_and_duplicates_nothing(
     tmp_path: Path, jobs: list[Job], request: pytest.FixtureRequest, workload: Workload
 ) -> None:
@@ -180,7 +213,15 @@ def test_driver_sigkill_at_random_moments_loses_and_duplicates_nothing(
     incoming = tmp_path / "incoming"
     incoming.mkdir()
     options = dict(workload.options)
-    if isinstance(workload, FileWorkload):
+    if isinstance(workload, S3FileWorkload):
+        server, bucket = request.getfixturevalue("s3"), request.getfixturevalue("bucket")
+        workload = replace(workload, server=server, root=bucket)
+        options.update(
+            path=f"s3://{bucket}/incoming",
+            stateLocation=f"s3://{bucket}/state",
+            storageOptions=json.dumps(server.storage_options()),
+        )
+    elif isinstance(workload, FileWorkload):
         options.update(path=str(incoming), stateLocation=str(tmp_path / "state"))
     if isinstance(workload, KafkaWorkload):
         broker = request.getfixturevalue("kafka_broker")

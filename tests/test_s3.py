@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,20 +25,6 @@ pytestmark = pytest.mark.spark
 
 ROWS = [{"id": i, "name": f"name-{i}"} for i in range(300)]
 SCHEMA = "id bigint, name string"
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with S3Server() as server:
-        yield server
-
-
-@pytest.fixture
-def bucket(s3: S3Server) -> str:
-    """A fresh bucket for the test."""
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    s3.create_bucket(name)
-    return name
 
 
 def files_read(spark: SparkSession, s3: S3Server, file_format: str, **options: str) -> Any:

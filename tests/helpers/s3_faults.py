@@ -51,6 +51,7 @@ class FaultyProxy:
 
     def __init__(self, upstream_port: int) -> None:
         self._faults: list[Fault] = []
+        self._received = 0
         self._lock = threading.Lock()
         proxy = self
 
@@ -75,9 +76,15 @@ class FaultyProxy:
         with self._lock:
             self._faults.clear()
 
-    def take_fault(self, method: str, target: str) -> Fault | None:
-        """The armed fault that answers this request, counting the hit."""
+    def requests(self) -> int:
+        """How many requests the proxy has received."""
         with self._lock:
+            return self._received
+
+    def take_fault(self, method: str, target: str) -> Fault | None:
+        """The armed fault that answers this request, counting it and the hit."""
+        with self._lock:
+            self._received += 1
             for fault in self._faults:
                 if fault.matches(method, target):
                     fault.hits += 1
