@@ -1,0 +1,46 @@
+"""Read a source the way a bounded ``spark.read`` does, in this process and without Spark."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+from pyspark import cloudpickle
+from pyspark.sql.types import StructType
+
+from sources.api import Source
+from sources.spark.datasource import data_source_for
+from sources.spark.partitions import arrow_schema
+from sources.testing.ddl import parse_ddl
+
+__all__ = ["read_all"]
+
+
+def read_all(
+    source_class: type[Source[Any, Any]],
+    options: Mapping[str, Any] | None = None,
+    schema: StructType | str | None = None,
+) -> pa.Table:
+    """Every row ``spark.read.format(...).options(**options).load()`` returns, read here.
+
+    It runs what Spark runs, in order: the options are validated at ``load()``,
+    the splits planned, refined and packed into partitions as Spark would, and
+    the reader and each partition pickled as they are shipped to an executor,
+    then read. ``schema`` stands for ``.schema(...)``; without it the source's own.
+    Option values may be any objects; they are passed as their ``str``, as Spark does.
+    """
+    given = {key: str(value) for key, value in (options or {}).items()}
+    data_source = data_source_for(source_class)(given)
+    declared = data_source.schema() if schema is None else schema
+    struct = parse_ddl(declared) if isinstance(declared, str) else declared
+    reader = data_source.reader(struct)
+    partitions = reader.partitions()
+    on_executor = _shipped(reader)
+    batches = [batch for p in partitions for batch in on_executor.read(_shipped(p))]
+    return pa.Table.from_batches(batches, schema=arrow_schema(struct))
+
+
+def _shipped(value: Any) -> Any:
+    """``value`` after the trip to an executor: what fails to pickle fails here too."""
+    return cloudpickle.loads(cloudpickle.dumps(value))  # type: ignore[no-untyped-call]
