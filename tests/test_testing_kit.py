@@ -4,6 +4,9 @@ DDL parser agrees with Spark's."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,3 +87,49 @@ def test_the_ddl_parser_agrees_with_sparks(spark: SparkSession, ddl: str) -> Non
     from pyspark.sql.types import _parse_datatype_string
 
     assert parse_ddl(ddl) == _parse_datatype_string(ddl)
+
+
+AUTHOR_MODULE = '''
+from sources.numbers import NumberSequenceSource
+
+
+class EvenNumbers(NumberSequenceSource):
+    """A connector of the author's, importable only from their checkout."""
+
+    name = "evens"
+
+    def refine_plan(self, splits):
+        return splits
+'''
+
+AUTHOR_TEST = """
+from evens import EvenNumbers
+from sources.spark import register
+
+
+def test_the_workers_import_my_connector(splitsource_spark):
+    register(splitsource_spark, EvenNumbers)
+    frame = splitsource_spark.read.format("splitsource.evens").option("to", 99).load()
+    assert frame.count() == 100
+"""
+
+
+@pytest.mark.spark
+def test_the_pytest_plugin_gives_a_session_whose_workers_import_the_checkout(
+    tmp_path: Path,
+) -> None:
+    """An author's checkout with a connector module and a test, run by pytest as they would
+    run it: the plugin's fixture comes from the installed package."""
+    (tmp_path / "evens.py").write_text(AUTHOR_MODULE)
+    (tmp_path / "test_evens.py").write_text(AUTHOR_TEST)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "1 passed" in result.stdout

@@ -1,7 +1,9 @@
 """A test kit for connector authors.
 
 - :func:`read_all` reads a source as a bounded ``spark.read`` would, without Spark;
-- :func:`parse_ddl` turns a DDL schema into a ``StructType`` without Spark.
+- :func:`parse_ddl` turns a DDL schema into a ``StructType`` without Spark;
+- :mod:`sources.testing.plugin`, a pytest plugin installed with the package, gives
+  the ``splitsource_spark`` and ``splitsource_cluster_spark`` fixtures.
 """
 
 from sources.testing.ddl import parse_ddl

@@ -1,0 +1,64 @@
+"""The pytest plugin of the test kit (entry point ``pytest11``): Spark sessions for tests.
+
+Installed with splitsource, it offers two fixtures to any test suite:
+
+- ``splitsource_spark``: one local ``local[2]`` session for the run, loopback only,
+  whose Python workers run this interpreter and can import the code under test;
+- ``splitsource_cluster_spark``: the same on ``local-cluster[2,1,1024]``, where
+  reads run in separate executor processes (a process has one Spark session, so a
+  run uses one of the two).
+
+Spark's Python workers are processes of their own: they find the author's modules
+through ``PYTHONPATH``, which the fixtures extend with the directories of
+``sys.path`` inside the test run's root (the checkout), before Spark starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from sources.spark import local_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["splitsource_cluster_spark", "splitsource_spark", "workers_import_path"]
+
+
+def workers_import_path(root: Path) -> str:
+    """``PYTHONPATH`` for Spark's workers: what it was, plus the ``sys.path`` entries in
+    ``root``."""
+    resolved = root.resolve()
+    inside = [
+        entry
+        for entry in dict.fromkeys(sys.path)
+        if entry and Path(entry).is_dir() and Path(entry).resolve().is_relative_to(resolved)
+    ]
+    current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys([*current, *inside]))
+
+
+def _session(request: pytest.FixtureRequest, master: str) -> Iterator[SparkSession]:
+    os.environ["PYTHONPATH"] = workers_import_path(request.config.rootpath)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = local_session(master, "splitsource-tests")
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture(scope="session")
+def splitsource_spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
+    """A local[2] Spark session for the whole run, loopback only."""
+    yield from _session(request, "local[2]")
+
+
+@pytest.fixture(scope="session")
+def splitsource_cluster_spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
+    """A Spark session on local-cluster[2,1,1024]: two executor processes."""
+    yield from _session(request, "local-cluster[2,1,1024]")
