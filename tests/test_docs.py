@@ -18,8 +18,11 @@ import pytest
 from pyspark import cloudpickle
 
 from helpers.jobs import job_env
+from sources.files import FileSource
 from sources.numbers import NumberSequenceSource
 from sources.spark import register
+from sources.spark.partitions import arrow_schema
+from sources.testing import parse_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,6 +59,16 @@ def run_as_one_module(page: Path) -> types.ModuleType:
         cloudpickle.unregister_pickle_by_value(module)
         del sys.modules[module.__name__]
     return module
+
+
+def test_the_file_option_table_lists_every_option_of_the_file_source() -> None:
+    page = (DOCS / "files.md").read_text()
+    table = page[page.index("| option | formats |") : page.index("\nPlus the options")]
+    listed = {
+        name for row in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", row.split("|")[1])
+    }
+    declared = {option.name for option in FileSource.options}
+    assert listed - {"delimiter", "charset"} == declared
 
 
 def test_the_block_finder_sees_indented_blocks() -> None:
@@ -127,3 +140,13 @@ def wait_until_listening(ports: list[int], shell: subprocess.Popen[bytes], logs:
                 tails = {log.name: log.read_text()[-2000:] for log in logs.glob("*.log")}
                 assert shell.poll() is None and time.monotonic() < deadline, tails
                 time.sleep(0.2)
+
+
+def test_the_guides_type_table_is_the_conversion_spark_expects() -> None:
+    text = (DOCS / "connector-guide.md").read_text()
+    table = text[text.index("| Spark type (DDL) | Arrow type |") :].split("\n\n")[0]
+    rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
+    pairs = {spark.strip().strip("`"): arrow.strip().strip("`") for spark, arrow in rows}
+    assert len(pairs) == 16
+    for ddl, arrow in pairs.items():
+        assert str(arrow_schema(parse_ddl(f"c {ddl}")).field("c").type) == arrow, ddl
