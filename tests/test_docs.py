@@ -89,9 +89,9 @@ def test_the_connector_guide_runs_top_to_bottom(spark: SparkSession) -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("page", ["options.md", "streaming.md"])
+@pytest.mark.parametrize("page", ["options.md", "streaming.md", "files.md"])
 def test_a_user_guide_runs_top_to_bottom(spark: SparkSession, page: str) -> None:
-    """The pages whose examples need no outside system (files and Kafka pages do)."""
+    """The pages whose examples need no outside system (the Kafka page's need a broker)."""
     path = DOCS / page
     assert python_blocks(path)
     module = run_as_one_module(path)

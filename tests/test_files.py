@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from helpers.file_parity import files, same_rows
 from sources.files import FileSource
 from sources.spark import register
 
@@ -37,19 +38,6 @@ def table(start: int = 0, rows: int = ROWS) -> pa.Table:
             "score": pa.array([i * 0.5 for i in range(start, start + rows)]),
         }
     )
-
-
-def files(spark: SparkSession, fmt: str, path: Path, **options: Any) -> DataFrame:
-    reader = spark.read.format("splitsource.files").option("format", fmt)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load(str(path))
-
-
-def same_rows(ours: DataFrame, theirs: DataFrame) -> None:
-    assert ours.count() == theirs.count()
-    assert ours.exceptAll(theirs).count() == 0
-    assert theirs.exceptAll(ours).count() == 0
 
 
 def test_parquet_with_hive_partitions_matches_sparks_reader(

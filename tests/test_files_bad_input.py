@@ -1,8 +1,9 @@
 """Bad input for splitsource.files through real Spark: each error names the file, each mode.
 
-Every default is FAILFAST: the error a user sees names the file (and the
-line or row group) and says what to do. ``mode``, ``ignoreMissingFiles`` and
-``ignoreCorruptFiles`` turn each failure into a counted skip.
+With ``mode=FAILFAST`` (PERMISSIVE is the default, as in Spark) and the other
+defaults, the error a user sees names the file (and the line or row group) and
+says what to do. ``mode``, ``ignoreMissingFiles`` and ``ignoreCorruptFiles``
+turn each failure into a counted skip.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def test_malformed_lines_fail_fast_naming_file_and_line(
     (tmp_path / f"rows.{fmt}").write_text(MALFORMED[fmt])
 
     with pytest.raises(Exception, match=rf"{fmt} file '[^']*rows\.{fmt}' at line 2 .*mode="):
-        read(spark, fmt, tmp_path).collect()
+        read(spark, fmt, tmp_path, mode="FAILFAST").collect()
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])

@@ -8,6 +8,8 @@ import io
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
+from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from enumerators.file_listing import braces_expanded
 from readers.formats import (
     FormatOptions,
     compression_of,
@@ -26,6 +29,7 @@ from readers.formats import (
     is_splittable,
     read_range,
 )
+from readers.formats.patterns import strptime_format
 from sources.errors import FileReadError, InvalidOptionError
 
 SCHEMA = pa.schema(
@@ -49,6 +53,12 @@ FAST = settings(max_examples=60, deadline=None)
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def failfast(fmt: str, schema: pa.Schema, **options: Any) -> FormatOptions:
+    """Options in mode FAILFAST (not the default): these tests expect errors, or NOT NULL
+    columns, which PERMISSIVE refuses."""
+    return FormatOptions(fmt, schema, **{**options, "mode": "FAILFAST"})
 
 
 class Store:
@@ -170,7 +180,7 @@ def test_text_formats_read_every_compression(store: Store, fmt: str, codec: str)
         data = csv_bytes(ROWS) if fmt == "csv" else jsonl_bytes(ROWS)
         schema, expected = SCHEMA, ROWS
     path = store.put(f"data.{fmt}{EXTENSION[codec]}", compress(data, codec))
-    options = FormatOptions(fmt, schema, header=True)
+    options = failfast(fmt, schema, header=True)
 
     assert compression_of(path, options) == (None if codec == "none" else codec)
     assert is_splittable(path, options) == (codec == "none")
@@ -181,7 +191,7 @@ def test_text_formats_read_every_compression(store: Store, fmt: str, codec: str)
 def test_parquet_reads_every_codec(store: Store, codec: str) -> None:
     table = pa.Table.from_pylist(ROWS, schema=SCHEMA)
     path = store.put("data.parquet", parquet_bytes(table, row_group_size=3, codec=codec))
-    options = FormatOptions("parquet", SCHEMA)
+    options = failfast("parquet", SCHEMA)
 
     assert is_splittable(path, options)
     assert compression_of(path, options) is None
@@ -190,22 +200,22 @@ def test_parquet_reads_every_codec(store: Store, codec: str) -> None:
 
 def test_compression_is_named_explicitly_when_the_extension_says_nothing(local: Store) -> None:
     path = local.put("data.log", gzip.compress(b"a\nb\n"))
-    options = FormatOptions("text", TEXT_SCHEMA, compression="gzip")
+    options = failfast("text", TEXT_SCHEMA, compression="gzip")
 
     assert compression_of(path, options) == "gzip"
     assert read_all(local, path, options).column(0).to_pylist() == ["a", "b"]
-    assert compression_of("x.gz", FormatOptions("text", TEXT_SCHEMA, compression="none")) is None
+    assert compression_of("x.gz", failfast("text", TEXT_SCHEMA, compression="none")) is None
 
 
 def test_compressed_file_cannot_be_read_from_the_middle(local: Store) -> None:
     path = local.put("data.txt.gz", gzip.compress(b"a\nb\n"))
     with pytest.raises(ValueError, match="cannot be split"):
-        read_range(local.fs, path, 5, 10, FormatOptions("text", TEXT_SCHEMA))
+        read_range(local.fs, path, 5, 10, failfast("text", TEXT_SCHEMA))
 
 
 def test_multi_member_gzip_is_read_whole(local: Store) -> None:
     path = local.put("data.txt.gz", gzip.compress(b"a\nb\n") + gzip.compress(b"c\n"))
-    rows = read_all(local, path, FormatOptions("text", TEXT_SCHEMA)).column(0).to_pylist()
+    rows = read_all(local, path, failfast("text", TEXT_SCHEMA)).column(0).to_pylist()
     assert rows == ["a", "b", "c"]
 
 
@@ -215,7 +225,7 @@ def test_multi_member_gzip_is_read_whole(local: Store) -> None:
 def test_every_two_way_cut_reads_each_line_once(local: Store) -> None:
     data = b"a\r\n\r\nbc\n\nd\re\r\n\nlast\r"
     path = local.put("cuts.txt", data)
-    options = FormatOptions("text", TEXT_SCHEMA)
+    options = failfast("text", TEXT_SCHEMA)
     expected = [{"value": line} for line in ["a", "", "bc", "", "d\re", "", "last"]]
     for cut in range(len(data) + 1):
         for chunk_bytes in (1, 2, 64):
@@ -224,7 +234,7 @@ def test_every_two_way_cut_reads_each_line_once(local: Store) -> None:
 
 def test_a_split_owns_the_line_starting_right_after_a_newline(local: Store) -> None:
     path = local.put("owns.txt", b"ab\ncd\nef\n")
-    options = FormatOptions("text", TEXT_SCHEMA)
+    options = failfast("text", TEXT_SCHEMA)
     read = lambda start, length: [  # noqa: E731
         row["value"]
         for b in read_range(local.fs, path, start, length, options)
@@ -239,7 +249,7 @@ def test_a_split_owns_the_line_starting_right_after_a_newline(local: Store) -> N
 def test_a_range_is_decoded_in_chunks_of_whole_lines(local: Store) -> None:
     data = b"".join(b"%d,row %d\n" % (i, i) for i in range(1000))
     path = local.put("chunks.csv", data)
-    options = FormatOptions("csv", CSV_TWO)
+    options = failfast("csv", CSV_TWO)
     batches = list(read_range(local.fs, path, 0, len(data), options, chunk_bytes=256))
     assert len(batches) >= len(data) // 256
     assert max(batch.num_rows for batch in batches) <= 256 // len(b"0,row 0\n") + 1
@@ -248,7 +258,7 @@ def test_a_range_is_decoded_in_chunks_of_whole_lines(local: Store) -> None:
 
 def test_header_is_skipped_only_by_the_split_at_byte_zero(local: Store) -> None:
     path = local.put("header.csv", csv_bytes(ROWS))
-    options = FormatOptions("csv", SCHEMA, header=True)
+    options = failfast("csv", SCHEMA, header=True)
     for cut in range(1, local.fs.size(path)):
         assert read_cut(local, path, options, [cut], 7) == ROWS
 
@@ -266,7 +276,7 @@ line_endings = st.sampled_from(["\n", "\r\n"])
 )
 def test_text_ranges_read_each_line_once(data: bytes, cuts: list[int], chunk_bytes: int) -> None:
     path = MEMORY.put("t.txt", data)
-    options = FormatOptions("text", TEXT_SCHEMA)
+    options = failfast("text", TEXT_SCHEMA)
     whole = read_all(MEMORY, path, options).to_pylist()
     assert whole == [{"value": line} for line in text_oracle(data)]
     assert read_cut(MEMORY, path, options, cuts, chunk_bytes) == whole
@@ -303,7 +313,7 @@ def test_csv_ranges_read_each_row_once(
 ) -> None:
     data, header, expected = file
     path = MEMORY.put("r.csv", data)
-    options = FormatOptions("csv", CSV_TWO, header=header)
+    options = failfast("csv", CSV_TWO, header=header)
     assert read_all(MEMORY, path, options).to_pylist() == expected
     assert read_cut(MEMORY, path, options, cuts, chunk) == expected
 
@@ -335,7 +345,7 @@ def test_jsonl_ranges_read_each_object_once(
 ) -> None:
     data, expected = file
     path = MEMORY.put("r.jsonl", data)
-    options = FormatOptions("json", CSV_TWO)
+    options = failfast("json", CSV_TWO)
     assert read_all(MEMORY, path, options).to_pylist() == expected
     assert read_cut(MEMORY, path, options, cuts, chunk) == expected
 
@@ -351,7 +361,7 @@ def test_parquet_ranges_read_each_row_once(rows: int, row_group_size: int, cuts:
         {"id": pa.array(range(rows), pa.int64()), "s": [f"r{i}" * 3 for i in range(rows)]}
     )
     path = MEMORY.put("r.parquet", parquet_bytes(table, row_group_size))
-    options = FormatOptions("parquet", table.schema, batch_rows=7)
+    options = failfast("parquet", table.schema, batch_rows=7)
     assert read_cut(MEMORY, path, options, cuts, 1) == table.to_pylist()
 
 
@@ -369,7 +379,7 @@ def test_batches_have_at_most_batch_rows(local: Store, fmt: str) -> None:
         "parquet": lambda: parquet_bytes(pa.Table.from_pylist(rows, schema=SCHEMA), 30),
     }[fmt]()
     path = local.put(f"batches.{fmt}", data)
-    options = FormatOptions(fmt, schema, batch_rows=9)
+    options = failfast(fmt, schema, batch_rows=9)
     batches = list(read_range(local.fs, path, 0, len(data), options))
     assert max(batch.num_rows for batch in batches) <= 9
     assert sum(batch.num_rows for batch in batches) == 100
@@ -379,7 +389,7 @@ def test_parquet_columns_are_selected_by_name_and_cast(local: Store) -> None:
     table = pa.table({"b": ["x", "y"], "a": pa.array([1, 2], pa.int32()), "unused": [0.0, 1.0]})
     path = local.put("cols.parquet", parquet_bytes(table))
     schema = pa.schema([pa.field("a", pa.int64(), nullable=False), pa.field("b", pa.string())])
-    assert read_all(local, path, FormatOptions("parquet", schema)).to_pylist() == [
+    assert read_all(local, path, failfast("parquet", schema)).to_pylist() == [
         {"a": 1, "b": "x"},
         {"a": 2, "b": "y"},
     ]
@@ -388,30 +398,36 @@ def test_parquet_columns_are_selected_by_name_and_cast(local: Store) -> None:
 def test_parquet_column_missing_from_the_file_reads_as_nulls(local: Store) -> None:
     path = local.put("few.parquet", parquet_bytes(pa.table({"a": [1, 2]})))
     schema = pa.schema([pa.field("a", pa.int64()), pa.field("later", pa.string())])
-    assert read_all(local, path, FormatOptions("parquet", schema)).column("later").null_count == 2
+    assert read_all(local, path, failfast("parquet", schema)).column("later").null_count == 2
 
 
 def test_zero_column_parquet_read_still_counts_rows(local: Store) -> None:
     path = local.put("count.parquet", parquet_bytes(pa.table({"a": range(25)}), 10))
-    assert read_all(local, path, FormatOptions("parquet", pa.schema([]))).num_rows == 25
+    assert read_all(local, path, failfast("parquet", pa.schema([]))).num_rows == 25
 
 
-def test_csv_empty_and_quoted_values(local: Store) -> None:
-    path = local.put("q.csv", b'1,\n2,""\n3,"a ""q"""\n')
-    rows = read_all(local, path, FormatOptions("csv", CSV_TWO)).to_pylist()
-    assert rows == [{"n": 1, "s": None}, {"n": 2, "s": ""}, {"n": 3, "s": 'a "q"'}]
+def test_csv_empty_and_quoted_empty_values_are_null_as_in_spark_4(local: Store) -> None:
+    path = local.put("q.csv", b'1,\n2,""\n3,"a ""q"""\n4,NA\n')
+    rows = read_all(local, path, FormatOptions("csv", CSV_TWO)).column("s").to_pylist()
+    assert rows == [None, None, 'a "q"', "NA"]
+
+
+def test_csv_null_value_and_empty_value(local: Store) -> None:
+    path = local.put("q.csv", b'1,\n2,""\n3,NA\n4,"NA"\n')
+    options = FormatOptions("csv", CSV_TWO, null_value="NA", empty_value="E")
+    assert read_all(local, path, options).column("s").to_pylist() == [None, "E", None, None]
 
 
 def test_csv_options_sep_quote_escape(local: Store) -> None:
     path = local.put("opts.csv", b"1;'a;b'\n2;c\\;d\n")
-    options = FormatOptions("csv", CSV_TWO, sep=";", quote="'", escape="\\")
+    options = failfast("csv", CSV_TWO, sep=";", quote="'", escape="\\")
     assert read_all(local, path, options).column("s").to_pylist() == ["a;b", "c;d"]
 
 
 def test_text_column_takes_the_schema_name_and_binary_type(local: Store) -> None:
     path = local.put("bin.txt", b"\xff\xfe\nok\r\n")
     schema = pa.schema([pa.field("line", pa.binary(), nullable=False)])
-    assert read_all(local, path, FormatOptions("text", schema)).column(0).to_pylist() == [
+    assert read_all(local, path, failfast("text", schema)).column(0).to_pylist() == [
         b"\xff\xfe",
         b"ok",
     ]
@@ -420,10 +436,10 @@ def test_text_column_takes_the_schema_name_and_binary_type(local: Store) -> None
 def test_schema_that_does_not_suit_the_format_is_an_option_error() -> None:
     fs = fsspec.filesystem("memory")
     with pytest.raises(InvalidOptionError, match="one string column"):
-        read_range(fs, "/x.txt", 0, 1, FormatOptions("text", SCHEMA))
+        read_range(fs, "/x.txt", 0, 1, failfast("text", SCHEMA))
     with pytest.raises(InvalidOptionError, match="nested"):
         schema = pa.schema([("l", pa.list_(pa.int64()))])
-        read_range(fs, "/x.csv", 0, 1, FormatOptions("csv", schema))
+        read_range(fs, "/x.csv", 0, 1, failfast("csv", schema))
 
 
 @pytest.mark.parametrize(
@@ -447,17 +463,18 @@ def test_invalid_options_name_the_option(field: str, value: Any, match: str) -> 
 def test_infer_parquet_schema_from_the_footer(local: Store) -> None:
     table = pa.Table.from_pylist(ROWS, schema=SCHEMA)
     path = local.put("s.parquet", parquet_bytes(table))
-    assert infer_schema(local.fs, path, FormatOptions("parquet", pa.schema([]))) == SCHEMA
+    assert infer_schema(local.fs, path, failfast("parquet", pa.schema([]))) == SCHEMA
 
 
 def test_infer_csv_names_from_the_header(local: Store) -> None:
     path = local.put(
         "h.csv", b"id,,when,empty\n1,x,2020-01-01 00:00:00,\n2,y,2020-01-02 10:00:00,\n"
     )
-    schema = infer_schema(local.fs, path, FormatOptions("csv", pa.schema([]), header=True))
+    options = failfast("csv", pa.schema([]), header=True, infer_schema=True)
+    schema = infer_schema(local.fs, path, options)
     assert schema == pa.schema(
         [
-            ("id", pa.int64()),
+            ("id", pa.int32()),
             ("_c1", pa.string()),
             ("when", pa.timestamp("us")),
             ("empty", pa.string()),
@@ -467,22 +484,22 @@ def test_infer_csv_names_from_the_header(local: Store) -> None:
 
 def test_infer_csv_without_header_names_columns_like_spark(local: Store) -> None:
     path = local.put("n.csv.gz", gzip.compress(b"1,true,2.5\n2,false,3\n"))
-    schema = infer_schema(local.fs, path, FormatOptions("csv", pa.schema([])))
-    assert schema == pa.schema([("_c0", pa.int64()), ("_c1", pa.bool_()), ("_c2", pa.float64())])
+    schema = infer_schema(local.fs, path, failfast("csv", pa.schema([]), infer_schema=True))
+    assert schema == pa.schema([("_c0", pa.int32()), ("_c1", pa.bool_()), ("_c2", pa.float64())])
 
 
 def test_infer_uses_only_whole_lines_of_the_sample(local: Store) -> None:
     data = b"1\n2\n3\nnot a number\n"
     path = local.put("cut.csv", data)
-    options = FormatOptions("csv", pa.schema([]))
-    assert infer_schema(local.fs, path, options, sample_bytes=8).field(0).type == pa.int64()
+    options = failfast("csv", pa.schema([]), infer_schema=True)
+    assert infer_schema(local.fs, path, options, sample_bytes=8).field(0).type == pa.int32()
     assert infer_schema(local.fs, path, options).field(0).type == pa.string()
 
 
 def test_infer_json_like_spark(local: Store) -> None:
     data = b'{"z": 1, "a": {"y": null, "b": [1.5]}, "t": "2020-01-01 00:00:00"}\n{"n": null}\n'
     path = local.put("s.jsonl", data)
-    schema = infer_schema(local.fs, path, FormatOptions("json", pa.schema([])))
+    schema = infer_schema(local.fs, path, failfast("json", pa.schema([])))
     nested = pa.struct([("b", pa.list_(pa.float64())), ("y", pa.string())])
     assert schema == pa.schema(
         [("a", nested), ("n", pa.string()), ("t", pa.string()), ("z", pa.int64())]
@@ -491,13 +508,13 @@ def test_infer_json_like_spark(local: Store) -> None:
 
 
 def test_infer_text_is_a_nullable_value_string(local: Store) -> None:
-    schema = infer_schema(local.fs, "/never/opened.txt", FormatOptions("text", pa.schema([])))
+    schema = infer_schema(local.fs, "/never/opened.txt", failfast("text", pa.schema([])))
     assert schema == pa.schema([pa.field("value", pa.string(), nullable=True)])
 
 
 def test_infer_from_an_empty_file_gives_no_columns(local: Store) -> None:
     path = local.put("empty.csv", b"")
-    assert infer_schema(local.fs, path, FormatOptions("csv", pa.schema([]))) == pa.schema([])
+    assert infer_schema(local.fs, path, failfast("csv", pa.schema([]))) == pa.schema([])
 
 
 # --- bad input ----------------------------------------------------------------------------
@@ -506,16 +523,16 @@ def test_infer_from_an_empty_file_gives_no_columns(local: Store) -> None:
 def test_parquet_of_garbage_names_the_file(store: Store) -> None:
     path = store.put("garbage.parquet", b"not parquet at all" * 10)
     with pytest.raises(FileReadError, match=f"'{path}'.*not a Parquet file.*ignoreCorruptFiles"):
-        read_all(store, path, FormatOptions("parquet", SCHEMA))
+        read_all(store, path, failfast("parquet", SCHEMA))
     with pytest.raises(FileReadError, match=path):
-        infer_schema(store.fs, path, FormatOptions("parquet", pa.schema([])))
+        infer_schema(store.fs, path, failfast("parquet", pa.schema([])))
 
 
 def test_parquet_with_truncated_footer_names_the_file(local: Store) -> None:
     data = parquet_bytes(pa.Table.from_pylist(ROWS, schema=SCHEMA))
     path = local.put("cut.parquet", data[:-10])
     with pytest.raises(FileReadError, match=f"'{path}'.*truncated or corrupt"):
-        read_all(local, path, FormatOptions("parquet", SCHEMA))
+        read_all(local, path, failfast("parquet", SCHEMA))
 
 
 def test_parquet_corrupt_row_group_names_the_row_group(local: Store) -> None:
@@ -526,7 +543,7 @@ def test_parquet_corrupt_row_group_names_the_row_group(local: Store) -> None:
     data[begin : begin + column.total_compressed_size] = b"\xff" * column.total_compressed_size
     path = local.put("rg.parquet", bytes(data))
     with pytest.raises(FileReadError, match=f"'{path}'.*row group 1 \\(of 3\\) is corrupt") as info:
-        read_all(local, path, FormatOptions("parquet", table.schema))
+        read_all(local, path, failfast("parquet", table.schema))
     assert isinstance(info.value.__cause__, OSError)
 
 
@@ -534,14 +551,14 @@ def test_parquet_missing_not_null_column_is_an_error(local: Store) -> None:
     path = local.put("few.parquet", parquet_bytes(pa.table({"a": [1]})))
     schema = pa.schema([pa.field("a", pa.int64()), pa.field("b", pa.int64(), nullable=False)])
     with pytest.raises(FileReadError, match=f"'{path}' has no column 'b'.*NOT NULL"):
-        read_all(local, path, FormatOptions("parquet", schema))
+        read_all(local, path, failfast("parquet", schema))
 
 
 def test_parquet_column_of_an_unconvertible_type_names_the_row_group(local: Store) -> None:
     path = local.put("type.parquet", parquet_bytes(pa.table({"a": ["x"]})))
     schema = pa.schema([pa.field("a", pa.int64())])
     with pytest.raises(FileReadError, match=f"'{path}', row group 0.*column 'a'"):
-        read_all(local, path, FormatOptions("parquet", schema))
+        read_all(local, path, failfast("parquet", schema))
 
 
 @pytest.mark.parametrize("codec", ["gzip", "bz2", "zstd"])
@@ -549,31 +566,31 @@ def test_truncated_compressed_file_names_the_file(local: Store, codec: str) -> N
     whole = compress(b"".join(b"line %d\n" % i for i in range(5000)), codec)
     path = local.put(f"cut.txt{EXTENSION[codec]}", whole[: len(whole) // 2])
     with pytest.raises(FileReadError, match=f"{codec}-compressed file '{path}'.*truncated"):
-        read_all(local, path, FormatOptions("text", TEXT_SCHEMA))
+        read_all(local, path, failfast("text", TEXT_SCHEMA))
 
 
 def test_csv_row_with_wrong_column_count_names_the_line(store: Store) -> None:
     path = store.put("cols.csv", b"n,s\n1,a\n2,b\n3\n4,d\n")
     with pytest.raises(FileReadError, match=f"csv file '{path}' at line 4 \\('3'\\).*Expected 2"):
-        read_all(store, path, FormatOptions("csv", CSV_TWO, header=True))
+        read_all(store, path, failfast("csv", CSV_TWO, header=True))
 
 
 def test_csv_unparsable_value_names_the_line(store: Store) -> None:
     path = store.put("value.csv", b"1,a\r\n2,b\r\nthree,c\r\n")
     with pytest.raises(FileReadError, match=f"'{path}' at line 3 .*int64.*'three'"):
-        read_all(store, path, FormatOptions("csv", CSV_TWO))
+        read_all(store, path, failfast("csv", CSV_TWO))
 
 
 def test_csv_error_in_a_later_split_names_the_byte_offset(local: Store) -> None:
     path = local.put("late.csv", b"1,a\n2,b\nthree,c\n")
     with pytest.raises(FileReadError, match=f"'{path}' at the line starting at byte 8"):
-        read_all(local, path, FormatOptions("csv", CSV_TWO), start=5)
+        read_all(local, path, failfast("csv", CSV_TWO), start=5)
 
 
 def test_csv_error_line_is_counted_across_chunks(local: Store) -> None:
     data = b"".join(b"%d,x\n" % i for i in range(1000)) + b"oops,y\n"
     path = local.put("far.csv", data)
-    options = FormatOptions("csv", CSV_TWO)
+    options = failfast("csv", CSV_TWO)
     with pytest.raises(FileReadError, match="at line 1001 "):
         list(read_range(local.fs, path, 0, len(data), options, chunk_bytes=100))
 
@@ -581,43 +598,43 @@ def test_csv_error_line_is_counted_across_chunks(local: Store) -> None:
 def test_csv_empty_value_in_not_null_column_names_the_line(local: Store) -> None:
     path = local.put("null.csv", b"id,name,score,ok\n1,a,1,true\n,b,2,false\n")
     with pytest.raises(FileReadError, match=f"'{path}' at line 3 .*'id' is declared NOT NULL"):
-        read_all(local, path, FormatOptions("csv", SCHEMA, header=True))
+        read_all(local, path, failfast("csv", SCHEMA, header=True))
 
 
 def test_csv_quoted_value_over_two_lines_is_an_error(local: Store) -> None:
     path = local.put("multi.csv", b'1,a\n2,"b\nc"\n3,d\n')
     with pytest.raises(FileReadError, match=f"'{path}' at line 2 .*spans a line break"):
-        read_all(local, path, FormatOptions("csv", CSV_TWO))
+        read_all(local, path, failfast("csv", CSV_TWO))
 
 
 def test_json_malformed_line_names_the_line(store: Store) -> None:
     path = store.put("bad.jsonl", b'{"n": 1}\n\n{"n": 2, "s": }\n{"n": 3}\n')
     with pytest.raises(FileReadError, match=f"json file '{path}' at line 3 .*JSON parse error"):
-        read_all(store, path, FormatOptions("json", CSV_TWO))
+        read_all(store, path, failfast("json", CSV_TWO))
 
 
 def test_json_value_of_the_wrong_type_names_the_line(local: Store) -> None:
     path = local.put("type.jsonl", b'{"n": 1}\n{"n": "two"}\n')
     with pytest.raises(FileReadError, match=f"'{path}' at line 2 "):
-        read_all(local, path, FormatOptions("json", CSV_TWO))
+        read_all(local, path, failfast("json", CSV_TWO))
 
 
 def test_json_object_over_two_lines_is_an_error(local: Store) -> None:
     path = local.put("multi.jsonl", b'{"n": 1}\n{"n":\n 2}\n')
     with pytest.raises(FileReadError, match=f"'{path}' at line 2 .*JSON parse error"):
-        read_all(local, path, FormatOptions("json", CSV_TWO))
+        read_all(local, path, failfast("json", CSV_TWO))
 
 
 def test_json_line_with_two_objects_is_an_error(local: Store) -> None:
     path = local.put("two.jsonl", b'{"n": 1}\n{"n": 2} {"n": 3}\n{"n": 4}\n')
     with pytest.raises(FileReadError, match=f"'{path}' at line 2 .*a line holds several"):
-        read_all(local, path, FormatOptions("json", CSV_TWO))
+        read_all(local, path, failfast("json", CSV_TWO))
 
 
 def test_text_that_is_not_utf8_names_the_line(local: Store) -> None:
     path = local.put("latin1.txt", "ok\ncafé\n".encode("latin-1"))
     with pytest.raises(FileReadError, match=f"'{path}' at line 2 .*UTF8"):
-        read_all(local, path, FormatOptions("text", TEXT_SCHEMA))
+        read_all(local, path, failfast("text", TEXT_SCHEMA))
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "json", "text"])
@@ -625,7 +642,7 @@ def test_missing_file_names_the_path_and_keeps_the_cause(store: Store, fmt: str)
     path = f"{store.base}/gone.{fmt}"
     schema = TEXT_SCHEMA if fmt == "text" else SCHEMA
     with pytest.raises(FileReadError, match=f"'{path}' does not exist.*ignoreMissingFiles") as info:
-        list(read_range(store.fs, path, 0, 100, FormatOptions(fmt, schema)))
+        list(read_range(store.fs, path, 0, 100, failfast(fmt, schema)))
     assert isinstance(info.value.__cause__, FileNotFoundError)
     assert isinstance(info.value, OSError)
 
@@ -634,12 +651,98 @@ def test_missing_file_names_the_path_and_keeps_the_cause(store: Store, fmt: str)
 def test_text_file_shorter_than_its_split_names_the_path(store: Store, start: int) -> None:
     path = store.put("short.txt", b"ab\ncd\n")
     with pytest.raises(FileReadError, match=f"'{path}' is 6 bytes long.*\\[{start}, 10\\)"):
-        list(read_range(store.fs, path, start, 10 - start, FormatOptions("text", TEXT_SCHEMA)))
+        list(read_range(store.fs, path, start, 10 - start, failfast("text", TEXT_SCHEMA)))
 
 
 def test_parquet_file_shorter_than_its_split_names_the_path(local: Store) -> None:
     data = parquet_bytes(pa.table({"a": [1]}))
     path = local.put("short.parquet", data)
-    options = FormatOptions("parquet", pa.schema([("a", pa.int64())]))
+    options = failfast("parquet", pa.schema([("a", pa.int64())]))
     with pytest.raises(FileReadError, match=f"'{path}' is {len(data)} bytes long"):
         list(read_range(local.fs, path, 0, len(data) + 1, options))
+
+
+# --- Spark's options ------------------------------------------------------------------------
+
+
+def test_csv_header_is_the_first_line_that_is_not_blank_nor_a_comment(local: Store) -> None:
+    data = b"\n  \r\n# note\nn,s\n1,a\n# more\n\n2,b\n"
+    path = local.put("h.csv", data)
+    options = FormatOptions("csv", CSV_TWO, header=True, comment="#")
+    expected = [{"n": 1, "s": "a"}, {"n": 2, "s": "b"}]
+    # As in Spark, the header is skipped by the split at byte 0 when it starts in that split.
+    for cut in range(data.index(b"n,s") + 1, len(data)):
+        assert read_cut(local, path, options, [cut], 5) == expected, cut
+
+
+def test_csv_values_trimmed_and_decimals_with_grouping_commas(local: Store) -> None:
+    path = local.put("d.csv", b' 1 ,"80,000.65", x \n')
+    schema = pa.schema([("n", pa.int64()), ("d", pa.decimal128(10, 2)), ("s", pa.string())])
+    options = FormatOptions(
+        "csv", schema, ignore_leading_white_space=True, ignore_trailing_white_space=True
+    )
+    assert read_all(local, path, options).to_pylist() == [
+        {"n": 1, "d": Decimal("80000.65"), "s": "x"}
+    ]
+
+
+def test_csv_multi_line_values_and_patterned_timestamps(local: Store) -> None:
+    path = local.put("m.csv", b't,s\n01/02/2024 10:11,"a\nb"\n')
+    schema = pa.schema([("t", pa.timestamp("us")), ("s", pa.string())])
+    options = FormatOptions(
+        "csv", schema, header=True, multi_line=True, timestamp_format="%d/%m/%Y %H:%M"
+    )
+    assert not is_splittable(path, options)
+    assert read_all(local, path, options).to_pylist() == [
+        {"t": datetime(2024, 2, 1, 10, 11), "s": "a\nb"}
+    ]
+
+
+def test_csv_without_infer_schema_makes_every_column_a_string(local: Store) -> None:
+    path = local.put("s.csv", b"year,n\n2024,1\n2025\n")
+    schema = infer_schema(local.fs, path, FormatOptions("csv", pa.schema([]), header=True))
+    assert schema == pa.schema([("year", pa.string()), ("n", pa.string())])
+
+
+def test_json_multi_line_array_and_numbers_read_as_text(local: Store) -> None:
+    path = local.put("a.json", b'[\n {"n": 1, "s": 1.50},\n {"n": 2, "s": {"x": true}}\n]\n')
+    options = FormatOptions("json", CSV_TWO, multi_line=True)
+    assert read_all(local, path, options).to_pylist() == [
+        {"n": 1, "s": "1.50"},
+        {"n": 2, "s": '{"x": true}'},  # the text as written, as in Spark
+    ]
+
+
+def test_text_whole_file_is_one_value(local: Store) -> None:
+    path = local.put("w.txt", b"a\r\nb\n")
+    options = FormatOptions("text", TEXT_SCHEMA, whole_text=True)
+    assert read_all(local, path, options).column(0).to_pylist() == ["a\r\nb\n"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("yyyy-MM-dd HH:mm:ss", "%Y-%m-%d %H:%M:%S"),
+        ("dd/MMM/yy'T'hh a", "%d/%b/%yT%I %p"),
+        ("yyyy-MM-dd'T'HH:mm:ssXXX", "%Y-%m-%dT%H:%M:%S%z"),
+    ],
+)
+def test_spark_patterns_become_strptime_formats(pattern: str, expected: str) -> None:
+    assert strptime_format(pattern) == expected
+
+
+def test_a_pattern_field_that_cannot_be_parsed_is_named() -> None:
+    with pytest.raises(ValueError, match=r"'SSS'.*to_timestamp"):
+        strptime_format("HH:mm:ss.SSS")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("{a.json,b.tsv}", ["a.json", "b.tsv"]),
+        ("/d/{x,y{1,2}}/*.csv", ["/d/x/*.csv", "/d/y1/*.csv", "/d/y2/*.csv"]),
+        ("plain*.csv", ["plain*.csv"]),
+    ],
+)
+def test_glob_braces_are_spelled_out(pattern: str, expected: list[str]) -> None:
+    assert braces_expanded(pattern) == expected

@@ -13,7 +13,7 @@ import fsspec
 from sources.errors import FileReadError
 from sources.filesystems import modified_ms
 
-__all__ = ["ListedFile", "Listing"]
+__all__ = ["ListedFile", "Listing", "braces_expanded", "split_outside_braces"]
 
 
 class ListedFile(NamedTuple):
@@ -60,7 +60,9 @@ class Listing:
         return [found[path] for path in sorted(found)]
 
     def _wanted(self, name: str, modified: int) -> bool:
-        if self.path_glob_filter and not fnmatch.fnmatchcase(name, self.path_glob_filter):
+        if self.path_glob_filter and not any(
+            fnmatch.fnmatchcase(name, pattern) for pattern in braces_expanded(self.path_glob_filter)
+        ):
             return False
         if self.modified_after_ms is not None and modified <= self.modified_after_ms:
             return False
@@ -91,8 +93,11 @@ def _expand(
     fs: fsspec.AbstractFileSystem, path: str
 ) -> Iterable[tuple[str, Iterable[Mapping[str, Any]]]]:
     """The listing entries of the files of ``path``, by the directory partitions start from."""
-    if any(char in path for char in "*?["):
-        for name, info in sorted(fs.glob(path, detail=True).items()):
+    if any(char in path for char in "*?[{"):
+        matches: dict[str, Mapping[str, Any]] = {}
+        for pattern in braces_expanded(path):
+            matches.update(fs.glob(pattern, detail=True))
+        for name, info in sorted(matches.items()):
             if info["type"] == "directory":
                 yield name, _walk(fs, name)
             else:
@@ -103,6 +108,41 @@ def _expand(
         yield info["name"], _walk(fs, info["name"])
     else:
         yield posixpath.dirname(info["name"]), [info]
+
+
+def braces_expanded(pattern: str) -> list[str]:
+    """The globs ``pattern`` stands for, its ``{a,b}`` alternatives (nested too) spelled out."""
+    depth, opening = 0, -1
+    for index, char in enumerate(pattern):
+        if char == "{":
+            if depth == 0:
+                opening = index
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                head, body, tail = (
+                    pattern[:opening],
+                    pattern[opening + 1 : index],
+                    pattern[index + 1 :],
+                )
+                return [
+                    expanded
+                    for choice in split_outside_braces(body)
+                    for expanded in braces_expanded(head + choice + tail)
+                ]
+    return [pattern]
+
+
+def split_outside_braces(text: str) -> list[str]:
+    """``text`` split at the commas outside ``{...}``."""
+    choices, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            choices.append(text[start:index])
+            start = index + 1
+    return [*choices, text[start:]]
 
 
 def _walk(fs: fsspec.AbstractFileSystem, directory: str) -> list[Mapping[str, Any]]:

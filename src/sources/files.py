@@ -10,6 +10,7 @@ become columns, appended after the file's own columns as in Spark.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -20,7 +21,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from enumerators.base import EnumeratorContext, ReadMode
-from enumerators.file_listing import ListedFile, Listing
+from enumerators.file_listing import ListedFile, Listing, split_outside_braces
 from enumerators.files import (
     FileEnumerator,
     FileEnumeratorState,
@@ -38,7 +39,15 @@ from readers.formats import (
     infer_schema,
 )
 from sources.api import Source
-from sources.errors import InvalidOptionError
+from sources.errors import FileReadError, InvalidOptionError
+from sources.file_format_options import (
+    DEFAULT_ONLY_OPTIONS,
+    FORMAT_OPTION_ALIASES,
+    FORMAT_OPTIONS,
+    REFUSED_OPTIONS,
+    WRITE_ONLY_OPTIONS,
+    format_options_from,
+)
 from sources.filesystems import Storage, same_filesystem, strip_protocol
 from sources.options import Option, Options
 from sources.split import Boundedness
@@ -47,6 +56,7 @@ from sources.splits.files import FileSplit, FileSplitSerializer
 __all__ = ["FileSource"]
 
 CLEAN_SOURCE = ("off", "delete", "archive")
+_LOG = logging.getLogger("splitsource.files")
 
 
 def _choice(name: str, choices: tuple[str, ...], doc: str, default: Any) -> Option:
@@ -82,7 +92,7 @@ def _paths(text: str) -> tuple[str, ...]:
     stripped = text.strip()
     if stripped.startswith("["):
         return tuple(str(path) for path in json.loads(stripped))
-    return tuple(path.strip() for path in stripped.split(",") if path.strip())
+    return tuple(path.strip() for path in split_outside_braces(stripped) if path.strip())
 
 
 class FileSource(Source[FileSplit, FileEnumeratorState]):
@@ -99,17 +109,15 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
     default_max_partition_bytes = 128 << 20
     streams_need_state_location = True
-    option_aliases: ClassVar = MappingProxyType({"maxFilesPerTrigger": "maxSplitsPerTrigger"})
+    option_aliases: ClassVar = MappingProxyType(
+        {"maxFilesPerTrigger": "maxSplitsPerTrigger", **FORMAT_OPTION_ALIASES}
+    )
     options: ClassVar = (
         Option("path", _paths, "a file, directory or glob (any fsspec URL); or use load(path)", ()),
         Option("paths", _paths, "several paths, comma separated or a JSON list", ()),
         _choice("format", FORMATS, "the file format", None),
-        Option.boolean("header", "csv: the first line holds column names", default=False),
-        Option.string("sep", "csv: the field separator", default=","),
-        Option.string("quote", "csv: the quote character", default='"'),
-        Option.string("escape", "csv: the escape character", default=None),
         _choice("compression", COMPRESSIONS, "file compression", "infer"),
-        Option("mode", _mode, "csv, json: FAILFAST, DROPMALFORMED or PERMISSIVE", "FAILFAST"),
+        Option("mode", _mode, "csv, json: PERMISSIVE, DROPMALFORMED or FAILFAST", "PERMISSIVE"),
         Option.string(
             "columnNameOfCorruptRecord",
             "csv, json: the column that holds malformed lines with mode PERMISSIVE",
@@ -137,6 +145,10 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         Option.duration("maxFileAge", "streaming: ignore files older than this", 7 * 86400.0),
         _choice("cleanSource", CLEAN_SOURCE, "streaming: what to do with read files", "off"),
         Option.string("sourceArchiveDir", "streaming: where cleanSource=archive moves files", None),
+        *FORMAT_OPTIONS,
+        *DEFAULT_ONLY_OPTIONS,
+        *REFUSED_OPTIONS,
+        *WRITE_ONLY_OPTIONS,
     )
 
     storage_class: ClassVar[type[Storage]] = Storage
@@ -179,17 +191,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
                 name, "sourceArchiveDir", "is required when cleanSource is archive"
             )
         storage = cls.storage_class(paths[0], options["storageOptions"] or {})
-        format_options = FormatOptions(
-            format=options["format"],
-            data_schema=pa.schema([]),
-            header=options["header"],
-            sep=options["sep"],
-            quote=options["quote"],
-            escape=options["escape"],
-            compression=options["compression"],
-            mode=options["mode"],
-            corrupt_column=options["columnNameOfCorruptRecord"],
-        )
+        format_options = format_options_from(options)
         return cls(
             paths,
             storage,
@@ -224,8 +226,39 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
                 f"matches no files ({', '.join(self.paths)}); give a schema with .schema(...) "
                 "to read an empty or not yet filled location",
             )
-        data = infer_schema(self.storage.fs, files[0].path, self.read.format)
+        data = self._data_schema(files)
         return from_arrow_schema(pa.schema([*data, *_partition_fields(files)]))
+
+    def _data_schema(self, files: list[ListedFile]) -> pa.Schema:
+        """Inferred from the first file in path order, or from every file with ``mergeSchema``;
+        files that ``ignoreCorruptFiles``/``ignoreMissingFiles`` skip are left out."""
+        found = []
+        for file in files:
+            try:
+                schema = infer_schema(self.storage.fs, file.path, self.read.format)
+            except FileReadError as error:
+                if not self.read.skip.skips(error):
+                    raise
+                _LOG.warning("splitsource.files: inference skipped '%s': %s", file.path, error)
+                continue
+            if not self.read.format.merge_schema:
+                return schema
+            found.append(schema)
+        if not found:
+            raise InvalidOptionError(
+                self.format_name(),
+                "ignoreCorruptFiles",
+                f"skipped every file of {', '.join(self.paths)} while inferring the schema; "
+                "give a schema with .schema(...), or fix the files",
+            )
+        try:
+            return pa.unify_schemas(found)
+        except pa.ArrowInvalid as error:
+            raise InvalidOptionError(
+                self.format_name(),
+                "mergeSchema",
+                f"the files' schemas do not merge ({error}); give a schema with .schema(...)",
+            ) from None
 
     def _enumerator(self, state: FileEnumeratorState, streaming: bool = True) -> FileEnumerator:
         return FileEnumerator(

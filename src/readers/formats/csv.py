@@ -1,8 +1,10 @@
-"""CSV: one record per line, values as Spark reads them (``multiLine=false``)."""
+"""CSV: records by line (or spanning lines with ``multiLine``), values as Spark 4 reads them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
+from functools import partial
 from types import MappingProxyType
 
 import numpy as np
@@ -13,6 +15,15 @@ import pyarrow.csv as pa_csv
 from readers.formats.line_format import RecordFormat, with_block_size
 from readers.formats.malformed import Malformed, check_one_per_line, conform, file_schema
 from readers.formats.options import FormatOptions, invalid_option
+from readers.formats.values import (
+    FALSE,
+    TRUE,
+    blank_skipped_lines,
+    finish_column,
+    is_record_line,
+    nulls_only_by_default,
+    staged,
+)
 
 __all__ = ["CsvFormat"]
 
@@ -21,8 +32,7 @@ _ALL_STRINGS: Mapping[str, pa.DataType] = MappingProxyType(
 )
 """Column types that read every token of a CSV line (up to 4096) as text."""
 
-_TRUE = ["true", "True", "TRUE"]
-_FALSE = ["false", "False", "FALSE"]
+_INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
 class CsvFormat(RecordFormat):
@@ -30,46 +40,68 @@ class CsvFormat(RecordFormat):
 
     def check_schema(self, options: FormatOptions) -> None:
         super().check_schema(options)
-        if len(file_schema(options)) == 0:
-            invalid_option("schema", "of format csv needs at least one column")
+        if len(file_schema(options)) > options.max_columns:
+            invalid_option(
+                "maxColumns",
+                f"the schema has {len(file_schema(options))} columns, more than "
+                f"{options.max_columns}; raise maxColumns",
+            )
         for field in options.data_schema:
             if pa.types.is_nested(field.type):
                 invalid_option(
                     "schema", f"column '{field.name}' is {field.type}; CSV holds no nested types"
                 )
 
-    def skips_header(self, options: FormatOptions) -> bool:
-        return options.header
+    def header_test(self, options: FormatOptions) -> Callable[[bytes], bool] | None:
+        """With ``header``: the header is the first line that is not blank nor a comment."""
+        return partial(is_record_line, options=options) if options.header else None
+
+    def reads_whole(self, options: FormatOptions) -> bool:
+        """With ``multiLine``: quoted values may hold line breaks."""
+        return options.multi_line
 
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
+        if options.comment is not None or len(options.data_schema) == 1:
+            return self._decode(blank_skipped_lines(data, options), options)
+        try:
+            return self._decode(data, options)
+        except (pa.ArrowInvalid, Malformed):
+            # A line of white space has too few values for pyarrow; Spark skips it.
+            blanked = blank_skipped_lines(data, options)
+            if blanked is data:
+                raise
+        return self._decode(blanked, options)
+
+    def _decode(self, data: bytes, options: FormatOptions) -> pa.Table:
+        """:meth:`decode` of ``data`` whose lines to skip are empty."""
         schema = options.data_schema
-        if not data:
+        if (
+            not data or data.isspace() or not len(schema)
+        ):  # no columns: inferred from a file of no records
             return schema.empty_table()
-        convert = pa_csv.ConvertOptions(
-            column_types={field.name: field.type for field in schema},
-            null_values=[""],
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=False,
-            true_values=_TRUE,
-            false_values=_FALSE,
-        )
         table = with_block_size(
             data,
             lambda block_size: pa_csv.read_csv(
                 pa.BufferReader(data),
                 read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=block_size),
                 parse_options=_parse_options(
-                    options, newlines_in_values=False, ignore_empty_lines=True
+                    options, newlines_in_values=options.multi_line, ignore_empty_lines=True
                 ),
-                convert_options=convert,
+                convert_options=_convert_options(options, schema),
             ),
         )
-        check_one_per_line(table.num_rows, data, _records)
-        return conform(table, schema)
+        if not options.multi_line:
+            check_one_per_line(table.num_rows, data, _records)
+        columns = [
+            finish_column(table.column(index), field, options) for index, field in enumerate(schema)
+        ]
+        return conform(pa.Table.from_arrays(columns, names=schema.names), schema)
 
     def decode_strictly(self, data: bytes, options: FormatOptions) -> pa.Table:
         """:meth:`decode`, also failing on a line that opens a quoted value it does not close."""
         table = self.decode(data, options)
+        if options.multi_line:
+            return table
         for column in table.columns:
             kind = column.type
             textual = pa.types.is_string(kind) or pa.types.is_large_string(kind)
@@ -102,39 +134,93 @@ class CsvFormat(RecordFormat):
         return texts + [b""] * (columns - len(texts))
 
     def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
-        """Names from the header (or ``_c<i>``); no-value columns are strings, timestamps in us."""
+        """Names from the header (or ``_c<i>``); every column a string unless ``infer_schema``.
+
+        With ``infer_schema``: pyarrow's types, made like Spark's: whole numbers that fit
+        are ``int32``, no-value columns strings, timestamps in microseconds; records
+        with another number of values than the first are left out of the inference.
+        """
+        sample = blank_skipped_lines(sample, options).lstrip(b"\r\n")
+        if not sample:
+            return pa.schema([])
+        if not sample.endswith(b"\n"):
+            sample += b"\n"
+        first = sample[: sample.find(b"\n") + 1]
+        names = pa_csv.read_csv(
+            pa.BufferReader(first),
+            read_options=pa_csv.ReadOptions(autogenerate_column_names=not options.header),
+            parse_options=_parse_options(options),
+        ).column_names
+        names = _spark_names(names, options.header)
+        if len(names) > options.max_columns:
+            invalid_option(
+                "maxColumns", f"the first record has {len(names)} columns; raise maxColumns"
+            )
+        if not options.infer_schema:
+            return pa.schema([(name, pa.string()) for name in names])
         table = pa_csv.read_csv(
             pa.BufferReader(sample),
             read_options=pa_csv.ReadOptions(
-                autogenerate_column_names=not options.header, block_size=len(sample) + 1
+                column_names=names, skip_rows=1 if options.header else 0, block_size=len(sample) + 1
             ),
-            parse_options=_parse_options(options),
-            convert_options=pa_csv.ConvertOptions(
-                null_values=[""],
-                strings_can_be_null=True,
-                quoted_strings_can_be_null=False,
-                true_values=_TRUE,
-                false_values=_FALSE,
-            ),
+            parse_options=_parse_options(options, invalid_row_handler=lambda row: "skip"),
+            convert_options=_convert_options(options, None),
         )
-        fields = []
-        for index, field in enumerate(table.schema):
-            name = field.name if options.header and field.name else f"_c{index}"
-            kind = field.type
-            if pa.types.is_null(kind):
-                kind = pa.string()
-            elif pa.types.is_timestamp(kind):
-                kind = pa.timestamp("us", kind.tz)
-            fields.append(pa.field(name, kind))
-        return pa.schema(fields)
+        return pa.schema([pa.field(name, _spark_type(table.column(name))) for name in names])
 
 
-def _parse_options(options: FormatOptions, **more: bool) -> pa_csv.ParseOptions:
+def _spark_names(header: list[str], named: bool) -> list[str]:
+    """Spark's column names: ``_c<i>`` without a header or for an empty name; a name found
+    twice (in any case) gets its index appended."""
+    if not named:
+        return [f"_c{index}" for index in range(len(header))]
+    seen = Counter(name.lower() for name in header)
+    return [
+        f"_c{index}" if not name else f"{name}{index}" if seen[name.lower()] > 1 else name
+        for index, name in enumerate(header)
+    ]
+
+
+def _spark_type(column: pa.ChunkedArray) -> pa.DataType:
+    """The type Spark infers for ``column``, which pyarrow inferred."""
+    kind = column.type
+    if pa.types.is_null(kind):
+        return pa.string()
+    if pa.types.is_timestamp(kind):
+        return pa.timestamp("us", kind.tz)
+    if pa.types.is_int64(kind):
+        low, high = pc.min_max(column).values()
+        if low.as_py() is None or (_INT32[0] <= low.as_py() and high.as_py() <= _INT32[1]):
+            return pa.int32()
+    return kind
+
+
+def _convert_options(options: FormatOptions, schema: pa.Schema | None) -> pa_csv.ConvertOptions:
+    """pyarrow's conversion for ``schema`` (None: inferred), staged columns as strings."""
+    by_default = nulls_only_by_default(options)
+    types = None
+    if schema is not None:
+        types = {
+            field.name: pa.string() if staged(field, options) else field.type for field in schema
+        }
+    return pa_csv.ConvertOptions(
+        column_types=types,
+        null_values=sorted({"", options.null_value}),
+        strings_can_be_null=True,
+        # Inference skips empty values, quoted or not, unless emptyValue gives them text.
+        quoted_strings_can_be_null=by_default or (schema is None and options.empty_value == ""),
+        true_values=TRUE,
+        false_values=FALSE,
+    )
+
+
+def _parse_options(options: FormatOptions, **more: object) -> pa_csv.ParseOptions:
     """pyarrow's parse options for ``sep``, ``quote`` and ``escape``, plus ``more``."""
     return pa_csv.ParseOptions(
         delimiter=options.sep,
         quote_char=options.quote or False,
-        escape_char=options.escape or False,
+        # escape equal to quote is Spark's way to say a doubled quote, pyarrow's default.
+        escape_char=options.escape if options.escape not in (None, options.quote) else False,
         **more,
     )
 

@@ -1,4 +1,4 @@
-"""JSON Lines: one object per line, fields by name (``multiLine=false``)."""
+"""JSON: one object per line, or with ``multiLine`` one document per file; fields by name."""
 
 from __future__ import annotations
 
@@ -6,44 +6,128 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from readers.formats.json_text import (
+    document_as_lines,
+    empty_strings_as_nulls,
+    objects_only,
+    values_as_text,
+)
 from readers.formats.line_format import RecordFormat, with_block_size
 from readers.formats.lines import line_ends
 from readers.formats.malformed import check_one_per_line, conform
 from readers.formats.options import FormatOptions
+from readers.formats.values import converted, patterned
 
 __all__ = ["JsonFormat"]
 
 
 class JsonFormat(RecordFormat):
-    """One JSON object per line; fields not in the schema are ignored."""
+    """One JSON object per line (or a file of objects or one array); unknown fields ignored."""
+
+    def reads_whole(self, options: FormatOptions) -> bool:
+        """With ``multiLine``: a document may span lines."""
+        return options.multi_line
 
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
         schema = options.data_schema
-        if not data:
+        if options.multi_line:
+            data = document_as_lines(data)
+        if not data or data.isspace():
             return schema.empty_table()
-        parse = pa_json.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=False
+        as_read = pa.schema(
+            [
+                field.with_type(pa.string()) if patterned(field.type, options) else field
+                for field in schema
+            ]
         )
-        table = with_block_size(
-            data,
-            lambda block_size: pa_json.read_json(
-                pa.BufferReader(data),
-                read_options=pa_json.ReadOptions(block_size=block_size),
-                parse_options=parse,
-            ),
-        )
-        check_one_per_line(table.num_rows, data, _records)
+        try:
+            table = _read(data, options, as_read)
+        except pa.ArrowInvalid as error:
+            if "changed from" not in str(error):
+                raise
+            table = _read(values_as_text(data, as_read), options, as_read)
+        if not options.multi_line:
+            check_one_per_line(table.num_rows, data, _records)
+        if as_read != schema:
+            table = pa.Table.from_arrays(
+                [
+                    converted(table.column(index), field, options)
+                    if patterned(field.type, options)
+                    else table.column(index)
+                    for index, field in enumerate(schema)
+                ],
+                names=schema.names,
+            )
         return conform(table, schema)
 
     def field_texts(self, line: bytes, options: FormatOptions) -> list[bytes]:
         return [line] * len(options.data_schema)
 
     def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
-        """Fields sorted by name (also in structs); no-value and timestamp-like ones strings."""
-        table = pa_json.read_json(
-            pa.BufferReader(sample), read_options=pa_json.ReadOptions(block_size=len(sample) + 1)
-        )
-        return pa.schema(sorted((_spark_field(f) for f in table.schema), key=lambda f: f.name))
+        """Fields sorted by name (also in structs); no-value and timestamp-like ones strings;
+        every scalar a string with ``primitives_as_string``. Malformed lines are left out,
+        and with PERMISSIVE add the corrupt-record column, as in Spark."""
+        if options.multi_line:
+            sample = document_as_lines(sample)
+        corrupt: list[pa.Field] = []
+        try:
+            inferred = _inferred(sample)
+        except pa.ArrowInvalid:
+            good, malformed = objects_only(sample)
+            if malformed and (options.mode == "FAILFAST" or options.multi_line):
+                raise
+            try:
+                inferred = _inferred(good)
+            except pa.ArrowInvalid:  # a field of several types, which Spark merges
+                lines = good.split(b"\n")
+                inferred = _merged([_inferred(empty_strings_as_nulls(line)) for line in lines])
+            if malformed and options.mode == "PERMISSIVE":
+                corrupt = [pa.field(options.corrupt_column, pa.string())]
+        as_text = options.primitives_as_string
+        fields = [*(_spark_field(f, as_text) for f in inferred), *corrupt]
+        return pa.schema(sorted(fields, key=lambda f: f.name))
+
+
+def _inferred(sample: bytes) -> pa.Schema:
+    if not sample.strip():
+        return pa.schema([])
+    return pa_json.read_json(
+        pa.BufferReader(sample),
+        read_options=pa_json.ReadOptions(block_size=len(sample) + 1),
+    ).schema
+
+
+def _merged(schemas: list[pa.Schema]) -> pa.Schema:
+    """One schema of the fields of ``schemas``, in order: numbers widened, other clashes strings."""
+    kinds: dict[str, list[pa.DataType]] = {}
+    for schema in schemas:
+        for field in schema:
+            kinds.setdefault(field.name, []).append(field.type)
+    fields = []
+    for name, found in kinds.items():
+        try:
+            merged = pa.unify_schemas(
+                [pa.schema([(name, kind)]) for kind in found], promote_options="permissive"
+            )
+            fields.append(merged.field(name))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            fields.append(pa.field(name, pa.string()))
+    return pa.schema(fields)
+
+
+def _read(data: bytes, options: FormatOptions, schema: pa.Schema) -> pa.Table:
+    parse = pa_json.ParseOptions(
+        explicit_schema=schema,
+        unexpected_field_behavior="ignore",
+    )
+    return with_block_size(
+        data,
+        lambda block_size: pa_json.read_json(
+            pa.BufferReader(data),
+            read_options=pa_json.ReadOptions(block_size=block_size),
+            parse_options=parse,
+        ),
+    )
 
 
 def _records(data: bytes) -> int:
@@ -56,19 +140,20 @@ def _records(data: bytes) -> int:
     return int(np.count_nonzero(np.logical_or.reduceat(content, starts)))
 
 
-def _spark_field(field: pa.Field) -> pa.Field:
-    return pa.field(field.name, _spark_type(field.type))
+def _spark_field(field: pa.Field, as_text: bool) -> pa.Field:
+    return pa.field(field.name, _spark_type(field.type, as_text))
 
 
-def _spark_type(kind: pa.DataType) -> pa.DataType:
+def _spark_type(kind: pa.DataType, as_text: bool) -> pa.DataType:
     """Spark's JSON inference: no-value and timestamp-like fields are strings, structs sorted."""
-    if pa.types.is_null(kind) or pa.types.is_timestamp(kind):
-        return pa.string()
     if pa.types.is_struct(kind):
         children = sorted(
-            (_spark_field(kind.field(i)) for i in range(kind.num_fields)), key=lambda f: f.name
+            (_spark_field(kind.field(i), as_text) for i in range(kind.num_fields)),
+            key=lambda f: f.name,
         )
         return pa.struct(children)
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return pa.list_(_spark_type(kind.value_type))
+        return pa.list_(_spark_type(kind.value_type, as_text))
+    if as_text or pa.types.is_null(kind) or pa.types.is_timestamp(kind):
+        return pa.string()
     return kind

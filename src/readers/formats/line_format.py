@@ -13,6 +13,7 @@ from readers.formats.compression import codec_of, whole_file_extensions
 from readers.formats.lines import Block, LineBlocks
 from readers.formats.malformed import (
     LineCodec,
+    Malformed,
     MalformedLines,
     RecordCodec,
     add_corrupt_column,
@@ -29,7 +30,7 @@ from readers.formats.opening import (
     unreadable_file_error,
 )
 from readers.formats.options import FormatOptions, invalid_option
-from sources.errors import CorruptFileError, FileReadError
+from sources.errors import CorruptFileError, FileReadError, MalformedRecordError
 
 __all__ = ["LineFormat", "RecordFormat", "with_block_size"]
 
@@ -44,11 +45,13 @@ class LineFormat(LineCodec, ABC):
         return codec_of(path, options.compression)
 
     def splittable(self, path: str, options: FormatOptions) -> bool:
-        """Whether ``path`` may be cut into several splits: if it is not compressed."""
-        return self.codec(path, options) is None
+        """Whether ``path`` may be cut into several splits: if not compressed nor read whole."""
+        return self.codec(path, options) is None and not self.reads_whole(options)
 
     def whole_file_extensions(self, options: FormatOptions) -> tuple[str, ...] | None:
-        """The extensions of compressed files; None if ``compression`` names a codec."""
+        """The extensions of compressed files; None if every file is read whole."""
+        if self.reads_whole(options):
+            return None
         return whole_file_extensions(options.compression)
 
     @abstractmethod
@@ -84,8 +87,12 @@ class LineFormat(LineCodec, ABC):
             raise ValueError(f"chunk_bytes is {chunk_bytes}; it must be at least 1")
         return self._read_lines(fs, path, start, length, options, codec, chunk_bytes)
 
-    def skips_header(self, options: FormatOptions) -> bool:
-        """Whether the first line of a file holds no record."""
+    def header_test(self, options: FormatOptions) -> Callable[[bytes], bool] | None:
+        """None if files have no header; else true for the header, false for lines before it."""
+        return None
+
+    def reads_whole(self, options: FormatOptions) -> bool:
+        """Whether a file is one block, its records not aligned to lines (``multiLine``)."""
         return False
 
     def decode_block(
@@ -117,8 +124,15 @@ class LineFormat(LineCodec, ABC):
             else:
                 stream = pa.CompressedInputStream(file, codec)
                 end = None
-            skip_header = self.skips_header(options)
-            blocks = LineBlocks(stream.read, start, end, skip_header, chunk_bytes, path)
+            blocks = LineBlocks(
+                stream.read,
+                start,
+                end,
+                self.header_test(options),
+                chunk_bytes,
+                path,
+                whole=self.reads_whole(options),
+            )
             try:
                 for block in blocks:
                     table = self.decode_block(block, path, options, malformed)
@@ -146,11 +160,15 @@ class LineFormat(LineCodec, ABC):
     def sample(
         self, fs: fsspec.AbstractFileSystem, path: str, options: FormatOptions, sample_bytes: int
     ) -> bytes:
-        """The first ``sample_bytes`` of the (decompressed) file, cut after the last whole line."""
+        """The first ``sample_bytes`` of the (decompressed) file, cut after the last whole line;
+        all of it if files are read whole."""
         codec = self.codec(path, options)
         with open_input(fs, path) as file:
             try:
                 stream = file if codec is None else pa.CompressedInputStream(file, codec)
+                if self.reads_whole(options):  # a cut could fall inside a record
+                    whole: bytes = stream.read()
+                    return whole
                 sample: bytes = stream.read(sample_bytes)
                 if len(sample) < sample_bytes:
                     return sample
@@ -164,7 +182,7 @@ class LineFormat(LineCodec, ABC):
             except PermissionError as error:
                 raise unreadable_file_error(path, error) from error
             except OSError as error:
-                raise FileReadError(
+                raise CorruptFileError(
                     f"Cannot read the start of '{path}' to infer its schema: {detail(error)}. {FIX}"
                 ) from error
         return sample[: sample.rfind(b"\n") + 1]
@@ -186,9 +204,10 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
         try:
             return self.infer_sample(sample, options)
         except pa.ArrowException as error:
-            raise FileReadError(
+            raise CorruptFileError(
                 f"Cannot infer a schema from the first {len(sample)} bytes of {options.format} "
-                f"file '{path}': {detail(error)}. Give the schema explicitly, or fix the file."
+                f"file '{path}': {detail(error)}. Give the schema explicitly, or fix the file; "
+                "ignoreCorruptFiles=true skips it."
             ) from error
 
     def check_schema(self, options: FormatOptions) -> None:
@@ -219,9 +238,23 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
     ) -> pa.Table:
         """The records of ``block``; a malformed line as ``options.mode`` says."""
         if options.mode != "FAILFAST":
+            if self.reads_whole(options):
+                return self._decode_whole(block, path, options)
             return decode_tolerant(self, block, options, malformed)
         file_options = replace(options, data_schema=file_schema(options))
         return add_corrupt_column(decode_located(self, block, path, file_options), None, options)
+
+    def _decode_whole(self, block: Block, path: str, options: FormatOptions) -> pa.Table:
+        """A whole file's records: lines cannot be dropped alone when records span them."""
+        file_options = replace(options, data_schema=file_schema(options))
+        try:
+            return add_corrupt_column(self.decode(block.data, file_options), None, options)
+        except (pa.ArrowException, Malformed) as error:
+            raise MalformedRecordError(
+                f"Cannot read {options.format} file '{path}' with multiLine=true: "
+                f"{detail(error)}. mode={options.mode} cannot set a malformed record apart "
+                "when records span lines; fix the file, or read it with multiLine=false."
+            ) from error
 
 
 def with_block_size(data: bytes, read: Callable[[int], pa.Table]) -> pa.Table:

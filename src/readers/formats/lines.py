@@ -16,11 +16,13 @@ of the range (Hadoop's ``LineRecordReader`` rule). A boundary inside ``\\r\\n``,
 right after a ``\\n`` or in an empty line needs no special case: only ``\\n``
 separates lines, and a ``\\r`` right before it (or at the end of the file) is
 part of the line ending. A lone ``\\r`` does not end a line. The ``header``
-line of a CSV file is skipped by the split that starts at byte 0, the only one
-that sees it. The same rule cuts a range into blocks of whole lines of about
+line of a CSV file (its first line that is not blank nor a comment, as in
+Spark) is skipped by the split that starts at byte 0, the only one that sees
+it. The same rule cuts a range into blocks of whole lines of about
 ``chunk_bytes`` for decoding, so memory stays bounded whatever the file size.
 A record must not span lines: a CSV value with a line break inside quotes, or
-a JSON object over several lines, is an error (Spark's ``multiLine=false``).
+a JSON object over several lines, is malformed (Spark's ``multiLine=false``).
+With ``multiLine=true`` a file is one split, decoded as one block.
 
 *Parquet* (:mod:`readers.formats.parquet`): a row group belongs to the split
 containing its midpoint byte (its first page's offset plus half its compressed
@@ -66,8 +68,11 @@ class LineBlocks:
     """Cuts a stream into blocks of the whole lines a split owns (the module's rule).
 
     ``read`` reads from ``begin``: ``start - 1`` for a split with ``start > 0``,
-    else 0. ``end`` is None for a stream read to its end. ``position`` and
-    ``line`` say how far it got, for error messages.
+    else 0. ``end`` is None for a stream read to its end. ``header``, if given,
+    tells the header line from the lines before it (true for the header): the
+    split at byte 0 skips through the header. ``whole`` makes the rest of the
+    stream one block (a split of a whole file, whose records span lines).
+    ``position`` and ``line`` say how far it got, for error messages.
     """
 
     def __init__(
@@ -75,14 +80,16 @@ class LineBlocks:
         read: Callable[[int], bytes],
         start: int,
         end: int | None,
-        skip_header: bool,
+        header: Callable[[bytes], bool] | None,
         chunk_bytes: int,
         path: str,
+        whole: bool = False,
     ) -> None:
         self._read = read
         self._start = start
         self._end = end
-        self._skip_first = start > 0 or skip_header
+        self._header = header if start == 0 else None
+        self._whole = whole
         self._chunk = chunk_bytes
         self._path = path
         self.position = start - 1 if start > 0 else 0
@@ -100,8 +107,18 @@ class LineBlocks:
 
     def __iter__(self) -> Iterator[Block]:
         end = self._end
-        data = self._skip_first_line() if self._skip_first else b""
+        if self._header is not None:
+            data = self._skip_header(self._header)
+        else:
+            data = self._skip_first_line() if self._start > 0 else b""
         if data is None:
+            return
+        if self._whole:
+            parts = [data]
+            while more := self._pull():
+                parts.append(more)
+            yield self._emit(b"".join(parts))
+            self._at_eof()
             return
         pending: list[bytes] = []  # the start of a line whose end is not read yet
         while True:
@@ -143,6 +160,26 @@ class LineBlocks:
                     self.line += 1
                 return data[newline + 1 :]
             self.position += len(data)
+
+    def _skip_header(self, is_header: Callable[[bytes], bool]) -> bytes | None:
+        """Skip through the first line ``is_header`` accepts; return what follows it, or None."""
+        data = b""
+        while True:
+            newline = data.find(b"\n")
+            if newline < 0:
+                more = self._pull()
+                if not more:
+                    self.position += len(data)
+                    self._at_eof()
+                    return None
+                data = data + more if data else more  # most headers lie in the first chunk
+                continue
+            line, data = data[:newline], data[newline + 1 :]
+            self.position += newline + 1
+            if self.line is not None:
+                self.line += 1
+            if is_header(line):
+                return data
 
     def _emit(self, data: bytes) -> Block:
         block = Block(data, self.position, self.line)

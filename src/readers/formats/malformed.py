@@ -221,6 +221,8 @@ def decode_tolerant(
         visit(len(ends) // 2, len(ends))
     else:
         visit(0, len(ends))
+    if len(options.data_schema) == 0:  # Arrow counts no rows in a concatenation of no columns
+        return _no_columns(sum(piece.num_rows for piece in pieces))
     return pa.concat_tables(pieces) if pieces else options.data_schema.empty_table()
 
 
@@ -240,7 +242,14 @@ def _salvage(codec: RecordCodec, line: bytes, options: FormatOptions) -> pa.Tabl
         values.append(
             column if column is not None and len(column) == 1 else pa.nulls(1, field.type)
         )
+    if not values:
+        return _no_columns(1)
     return pa.Table.from_arrays(values, schema=options.data_schema)
+
+
+def _no_columns(rows: int) -> pa.Table:
+    """A table of ``rows`` rows and no columns (built from a column, which Arrow counts)."""
+    return pa.table({"": pa.nulls(rows)}).drop_columns([""])
 
 
 def has_corrupt_column(options: FormatOptions) -> bool:

@@ -20,6 +20,9 @@ COMPRESSIONS = ("infer", "none", "gzip", "bz2", "zstd")
 MODES = ("FAILFAST", "PERMISSIVE", "DROPMALFORMED")
 """What a malformed CSV or JSON line does: fail the read, or be kept as nulls, or dropped."""
 
+_LINE_SEPS = {"json": ("\n", "\r\n"), "text": ("\n",)}
+"""The ``lineSep`` values read as in Spark, by format (JSON ignores a ``\\r``; text keeps it)."""
+
 SOURCE = "splitsource.files"
 """The format name that errors about the options name."""
 
@@ -38,9 +41,20 @@ class FormatOptions:
     returns has exactly this schema. Parquet and JSON columns are matched by name (a column
     missing from a file reads as nulls if nullable, else fails); CSV columns by
     position; ``text`` has a single string (or binary) column, ``value`` in
-    Spark. ``header``, ``sep``, ``quote`` (``""`` turns quoting off) and
-    ``escape`` apply to CSV, whose values read as in Spark: an empty unquoted
-    value is null, ``""`` an empty string, booleans are ``true``/``false``.
+    Spark. ``header``, ``sep``, ``quote`` (``""`` turns quoting off),
+    ``escape``, ``comment``, ``null_value``, ``empty_value``, the white-space
+    trims, ``max_columns`` and ``infer_schema`` apply to CSV, whose values read
+    as in Spark 4: an empty value and a value equal to ``null_value`` are null,
+    a quoted empty ``""`` reads as ``empty_value`` (null when it equals
+    ``null_value``, as by default), booleans are ``true``/``false``, decimals
+    may hold ``,`` grouping separators, blank lines are skipped and the header
+    is the first line that is not blank (nor a comment). ``multi_line`` lets a
+    CSV record or JSON document span lines (each file is then read whole);
+    ``timestamp_format`` and ``date_format`` are strptime formats (see
+    :mod:`.patterns`); ``primitives_as_string`` infers JSON scalars as strings;
+    ``whole_text`` reads each text file as one value; ``merge_schema`` infers a
+    Parquet schema from every file; ``line_sep`` ``"\\n"`` keeps a ``\\r`` before it
+    in a text line (JSON ignores it).
     ``compression`` is ``"infer"`` (from the extension ``.gz``, ``.bz2``,
     ``.zst``/``.zstd``), ``"none"`` or a codec, and is ignored for Parquet.
     ``mode`` (one of :data:`MODES`) applies to CSV and JSON lines. A column
@@ -64,8 +78,22 @@ class FormatOptions:
     escape: str | None = None
     compression: str = "infer"
     batch_rows: int = 65_536
-    mode: str = "FAILFAST"
+    mode: str = "PERMISSIVE"
     corrupt_column: str = "_corrupt_record"
+    infer_schema: bool = False
+    comment: str | None = None
+    null_value: str = ""
+    empty_value: str = ""
+    ignore_leading_white_space: bool = False
+    ignore_trailing_white_space: bool = False
+    max_columns: int = 20_480
+    multi_line: bool = False
+    timestamp_format: str | None = None
+    date_format: str | None = None
+    primitives_as_string: bool = False
+    whole_text: bool = False
+    merge_schema: bool = False
+    line_sep: str | None = None
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -84,5 +112,17 @@ class FormatOptions:
             invalid_option("escape", f"{self.escape!r} must be exactly one character")
         if self.batch_rows < 1:
             invalid_option("batch_rows", f"{self.batch_rows} must be at least 1")
+        if self.comment is not None and len(self.comment) != 1:
+            invalid_option("comment", f"{self.comment!r} must be exactly one character")
+        if self.max_columns < 1:
+            invalid_option("maxColumns", f"{self.max_columns} must be at least 1")
+        if self.line_sep is not None and self.line_sep not in _LINE_SEPS.get(self.format, ()):
+            invalid_option(
+                "lineSep",
+                f"{self.line_sep!r} is not supported for format {self.format} (supported: "
+                f"{_LINE_SEPS.get(self.format) or 'none'}); leave it unset to end lines at "
+                "\\n or \\r\\n, or read the files with format text and split the values "
+                "with pyspark.sql.functions.split",
+            )
         if self.mode not in MODES:
             invalid_option("mode", f"'{self.mode}' is not one of {', '.join(MODES)}")

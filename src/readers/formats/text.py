@@ -1,4 +1,4 @@
-"""Text: each line one string (or binary) value, without its line ending."""
+"""Text: each line one string (or binary) value, without its line ending; or each file one."""
 
 from __future__ import annotations
 
@@ -32,8 +32,15 @@ class TextFormat(LineFormat):
         """``value string`` (nullable, as in Spark); the file is not opened."""
         return pa.schema([pa.field("value", pa.string())])
 
+    def reads_whole(self, options: FormatOptions) -> bool:
+        """With ``wholetext``: a file is one value."""
+        return options.whole_text
+
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
         field = options.data_schema[0]
+        if options.whole_text:
+            value = pa.array([data], pa.large_binary()).cast(field.type)  # checks UTF-8
+            return pa.Table.from_arrays([value], schema=options.data_schema)
         bytes_ = np.frombuffer(data, dtype=np.uint8)
         newlines = np.flatnonzero(bytes_ == 0x0A)
         ends = newlines
@@ -41,7 +48,7 @@ class TextFormat(LineFormat):
             ends = np.append(newlines, len(data))
         starts = np.concatenate(([0], newlines + 1))[: len(ends)]
         last = np.maximum(ends - 1, 0)
-        carriage = (ends > starts) & (bytes_[last] == 0x0D)
+        carriage = (ends > starts) & (bytes_[last] == 0x0D) & (options.line_sep is None)
         keep = np.ones(len(data), dtype=bool)
         keep[newlines] = False
         keep[last[carriage]] = False
