@@ -32,8 +32,9 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
+
+from helpers.service import Service
 
 __all__ = ["PORT", "ConnectServer", "ConnectServerError"]
 
@@ -74,7 +75,7 @@ class ConnectServerError(RuntimeError):
     """The server did not start, or a client script failed."""
 
 
-class ConnectServer:
+class ConnectServer(Service):
     """One local Spark Connect server and its client; ``start()``, ``run(script)``, ``stop()``."""
 
     def __init__(self, directory: Path, *, start_timeout: float = 120.0) -> None:
@@ -175,18 +176,6 @@ class ConnectServer:
                 process.wait()
         self._client = self._server = None
         atexit.unregister(self.stop)
-
-    def __enter__(self) -> ConnectServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _forward_lines(self, stream: IO[str]) -> None:
         for line in stream:

@@ -27,7 +27,6 @@ import uuid
 import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -35,6 +34,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from helpers.maven import kafka_broker_jars
 from helpers.ports import free_ports
+from helpers.service import Service
 
 __all__ = ["SASL_PASSWORD", "SASL_USERNAME", "KafkaBroker", "KafkaBrokerError", "Record"]
 
@@ -75,7 +75,7 @@ class KafkaBrokerError(RuntimeError):
     """The broker did not start, or an admin or produce request failed."""
 
 
-class KafkaBroker:
+class KafkaBroker(Service):
     """One Kafka broker process in KRaft mode (broker and controller), loopback only."""
 
     def __init__(self, directory: Path, *, start_timeout: float = 90.0) -> None:
@@ -169,18 +169,6 @@ class KafkaBroker:
         """Stop (if running) and start again on the same ports with the same data."""
         self.stop()
         self.start()
-
-    def __enter__(self) -> KafkaBroker:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # Topics ---------------------------------------------------------------------------
 

@@ -14,8 +14,9 @@ import http.client
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, ClassVar
+
+from helpers.service import Service
 
 __all__ = ["Fault", "FaultyProxy"]
 
@@ -46,7 +47,7 @@ class Fault:
         )
 
 
-class FaultyProxy:
+class FaultyProxy(Service):
     """An HTTP proxy on 127.0.0.1 in front of ``upstream`` (``host:port``)."""
 
     def __init__(self, upstream_port: int) -> None:
@@ -91,16 +92,10 @@ class FaultyProxy:
                     return fault
         return None
 
-    def __enter__(self) -> FaultyProxy:
+    def start(self) -> None:
         self._thread.start()
-        return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
 

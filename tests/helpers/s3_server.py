@@ -21,12 +21,12 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from types import TracebackType
 from typing import Any
 
 import s3fs
 
 from helpers.ports import free_ports
+from helpers.service import Service
 
 __all__ = ["ACCESS_KEY", "SECRET_KEY", "S3Server"]
 
@@ -41,7 +41,7 @@ def _stop_started_servers() -> None:
         server.stop()
 
 
-class S3Server:
+class S3Server(Service):
     """moto's S3 server on a free loopback port."""
 
     def __init__(self, start_timeout: float = 60.0) -> None:
@@ -103,15 +103,3 @@ class S3Server:
                 self._process.wait()
             self._process = None
         _STARTED.discard(self)
-
-    def __enter__(self) -> S3Server:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

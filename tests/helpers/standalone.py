@@ -23,11 +23,11 @@ import sys
 import time
 import weakref
 from pathlib import Path
-from types import TracebackType
 
 import pyspark
 
 from helpers.ports import free_ports
+from helpers.service import Service
 
 __all__ = ["StandaloneCluster", "StandaloneClusterError"]
 
@@ -47,7 +47,7 @@ class StandaloneClusterError(RuntimeError):
     """The cluster did not come up; the message carries the end of the daemon's log."""
 
 
-class StandaloneCluster:
+class StandaloneCluster(Service):
     """One master and ``workers`` workers of ``cores`` cores and ``memory`` each."""
 
     def __init__(
@@ -122,18 +122,6 @@ class StandaloneCluster:
     def log(self, name: str) -> str:
         """The log of daemon ``name`` (``master``, ``worker-0``, ...)."""
         return (self.directory / f"{name}.log").read_text(errors="replace")
-
-    def __enter__(self) -> StandaloneCluster:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _launch(self, name: str, main_class: str, *arguments: str) -> None:
         with (self.directory / f"{name}.log").open("wb") as log:
