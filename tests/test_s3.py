@@ -55,6 +55,36 @@ def write_every_format(s3: S3Server, root: str) -> None:
         fs.pipe(f"{root}/text/part-{part}.txt", "".join(f"{r['id']}\n" for r in rows).encode())
 
 
+def write_json_objects(s3: S3Server, prefix: str, firsts: range | tuple[int, ...]) -> None:
+    """One object of 50 rows under ``prefix`` (``bucket/path``) for each first id."""
+    fs = s3.fs()
+    for first in firsts:
+        body = "".join(json.dumps({"id": i, "name": "x"}) + "\n" for i in range(first, first + 50))
+        fs.pipe(f"{prefix}/part-{first:05d}.json", body.encode())
+
+
+def json_stream(
+    spark: SparkSession, path: str, tmp_path: Path, schema: str = SCHEMA, **options: Any
+) -> Any:
+    """A JSON file stream of ``path`` into a parquet sink and checkpoint under ``tmp_path``."""
+    return (
+        spark.readStream.format("splitsource.files")
+        .option("format", "json")
+        .options(**options)
+        .schema(schema)
+        .load(path)
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "sink"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+    )
+
+
+def run_available_now(writer: Any) -> None:
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination(180)
+    assert query.exception() is None, query.exception()
+
+
 def test_bounded_reads_of_every_format_from_s3(
     spark: SparkSession, s3: S3Server, bucket: str
 ) -> None:
@@ -93,35 +123,13 @@ def test_a_stream_keeps_its_state_on_s3_with_the_datas_credentials(
 ) -> None:
     """``stateLocation`` in the same bucket as the data: the state store reaches it with
     the source's ``storageOptions``; the stream resumes from it exactly once."""
-    fs = s3.fs()
     data, state = f"s3://{bucket}/in", f"s3://{bucket}/_state/in"
-
-    def write(first: int) -> None:
-        body = "".join(json.dumps({"id": i, "name": "x"}) + "\n" for i in range(first, first + 50))
-        fs.pipe(f"{bucket}/in/part-{first:05d}.json", body.encode())
-
-    def run() -> None:
-        query = (
-            spark.readStream.format("splitsource.files")
-            .option("format", "json")
-            .option("storageOptions", json.dumps(s3.storage_options()))
-            .option("stateLocation", state)
-            .schema(SCHEMA)
-            .load(data)
-            .writeStream.format("parquet")
-            .option("path", str(tmp_path / "sink"))
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(180)
-        assert query.exception() is None, query.exception()
-
-    for first in (0, 50):
-        write(first)
-    run()
-    write(100)
-    run()
+    storage = json.dumps(s3.storage_options())
+    stream = json_stream(spark, data, tmp_path, storageOptions=storage, stateLocation=state)
+    write_json_objects(s3, f"{bucket}/in", (0, 50))
+    run_available_now(stream)
+    write_json_objects(s3, f"{bucket}/in", (100,))
+    run_available_now(stream)
     sink = spark.read.parquet(str(tmp_path / "sink"))
     assert ids(sink) == list(range(150))
     checkpoint = [
@@ -139,18 +147,8 @@ def test_state_on_s3_with_its_own_options_for_a_local_stream_stopped_gracefully(
     data.mkdir()
     (data / "a.json").write_text("".join(json.dumps({"id": i}) + "\n" for i in range(20)))
     state, storage = f"s3://{bucket}/state", s3.storage_options()
-    query = (
-        spark.readStream.format("splitsource.files")
-        .option("format", "json")
-        .option("stateLocation", state)
-        .option("stateStorageOptions", json.dumps(storage))
-        .schema("id bigint")
-        .load(str(data))
-        .writeStream.format("parquet")
-        .option("path", str(tmp_path / "sink"))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .start()
-    )
+    options = {"stateLocation": state, "stateStorageOptions": json.dumps(storage)}
+    query = json_stream(spark, str(data), tmp_path, "id bigint", **options).start()
     query.processAllAvailable()
     stop_gracefully(query, state, timeout=120, storage_options=storage)
     assert not query.isActive
@@ -247,35 +245,24 @@ def test_clean_source_on_s3_survives_a_failed_delete_without_loss_or_duplicates(
     crash between the two would leave it): the files are cleaned at the next commit, read
     once, archived once."""
     fs = s3.fs()
-    for first in range(0, 150, 50):
-        body = "".join(json.dumps({"id": i, "name": "x"}) + "\n" for i in range(first, first + 50))
-        fs.pipe(f"{bucket}/in/part-{first:05d}.json", body.encode())
+    write_json_objects(s3, f"{bucket}/in", range(0, 150, 50))
     denied = 10**6  # every delete of the first run; not retried, unlike throttling
     deletes = proxy.inject(Fault(403, "AccessDenied", denied, method="DELETE", path="/in/"))
     posts = proxy.inject(Fault(403, "AccessDenied", denied, method="POST", query="delete"))
 
-    def run() -> None:
-        query = (
-            spark.readStream.format("splitsource.files")
-            .option("format", "json")
-            .option("storageOptions", through(proxy, s3))
-            .option("stateLocation", str(tmp_path / "state"))
-            .option("maxFilesPerTrigger", 1)
-            .option("cleanSource", clean)
-            .option("sourceArchiveDir", f"s3://{bucket}/archive")
-            .schema(SCHEMA)
-            .load(f"s3://{bucket}/in")
-            .writeStream.format("parquet")
-            .option("path", str(tmp_path / "sink"))
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(180)
-        assert query.exception() is None, query.exception()
+    stream = json_stream(
+        spark,
+        f"s3://{bucket}/in",
+        tmp_path,
+        storageOptions=through(proxy, s3),
+        stateLocation=str(tmp_path / "state"),
+        maxFilesPerTrigger=1,
+        cleanSource=clean,
+        sourceArchiveDir=f"s3://{bucket}/archive",
+    )
 
     try:
-        run()
+        run_available_now(stream)
         assert deletes.hits + posts.hits > 0, "no delete was attempted while they failed"
         assert fs.ls(f"{bucket}/in"), "every delete failed: the files must still be there"
     finally:
@@ -283,7 +270,7 @@ def test_clean_source_on_s3_survives_a_failed_delete_without_loss_or_duplicates(
     # Deletes work again. The next commit (of one more file) cleans what was left behind,
     # which is not read again.
     fs.pipe(f"{bucket}/in/part-00150.json", b'{"id": 150, "name": "x"}\n')
-    run()
+    run_available_now(stream)
 
     assert ids(spark.read.parquet(str(tmp_path / "sink"))) == list(range(151))
     assert not fs.exists(f"{bucket}/in") or not fs.ls(f"{bucket}/in", refresh=True)
@@ -358,24 +345,11 @@ def test_an_object_overwritten_after_it_was_listed_fails_naming_it(
 def test_throttled_state_writes_are_retried_and_the_stream_goes_on(
     spark: SparkSession, s3: S3Server, proxy: FaultyProxy, bucket: str, tmp_path: Path
 ) -> None:
-    fs = s3.fs()
-    for first in range(0, 100, 50):
-        body = "".join(json.dumps({"id": i, "name": "x"}) + "\n" for i in range(first, first + 50))
-        fs.pipe(f"{bucket}/in/part-{first:05d}.json", body.encode())
+    write_json_objects(s3, f"{bucket}/in", (0, 50))
     writes = proxy.inject(Fault(503, "SlowDown", count=2, method="PUT", path="/_state/"))
     try:
-        query = (
-            spark.readStream.format("splitsource.files")
-            .option("format", "json")
-            .option("storageOptions", through(proxy, s3))
-            .option("stateLocation", f"s3://{bucket}/_state")
-            .schema(SCHEMA)
-            .load(f"s3://{bucket}/in")
-            .writeStream.format("parquet")
-            .option("path", str(tmp_path / "sink"))
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .start()
-        )
+        options = {"storageOptions": through(proxy, s3), "stateLocation": f"s3://{bucket}/_state"}
+        query = json_stream(spark, f"s3://{bucket}/in", tmp_path, **options).start()
         query.processAllAvailable()
         stop_gracefully(query, f"s3://{bucket}/_state", 120, json.loads(through(proxy, s3)))
     finally:
