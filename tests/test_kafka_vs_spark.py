@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 import pytest
+
+from sources.filters import EqualTo, GreaterThanOrEqual, LessThan
+from sources.kafka import KafkaSource
+from sources.spark.datasource import plan_bounded
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -126,3 +133,76 @@ def test_subscribe_pattern_keeps_topics_that_contain_a_match_as_spark_does(
     ours = sorted(frames["splitsource.kafka"].collect())
     assert ours == sorted(frames["kafka"].collect())
     assert [row.topic for row in ours] == sorted([name, f"{name}-eu", f"x-{name}"])
+
+
+def _written_a_second_apart(broker: KafkaBroker, name: str) -> int:
+    """300 records, record i in partition i % 3 at ten minutes ago + i s; returns that start."""
+    start_ms = (int(time.time()) - 600) * 1000
+    broker.produce(
+        name,
+        [
+            {"value": f"v{i}", "partition": i % 3, "timestamp": start_ms + i * 1_000}
+            for i in range(300)
+        ],
+    )
+    return start_ms
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "partition = 1",
+        "partition in (0, 2) and offset >= 40",
+        "offset between 10 and 19",
+        "timestamp >= {start} + interval 60 seconds and partition = 2",
+        "timestamp > {start} + interval 150.5 seconds",
+        "topic = 'none' or partition = 0",
+    ],
+)
+def test_a_filtered_bounded_read_equals_sparks(
+    spark_kafka: SparkSession,
+    kafka_spark: SparkSession,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+    where: str,
+) -> None:
+    name = topic(partitions=3)
+    start_ms = _written_a_second_apart(kafka_broker, name)
+    condition = where.format(start=f"timestamp_millis({start_ms})")
+
+    def read(fmt: str, **extra: str) -> list[Any]:
+        frame = (
+            spark_kafka.read.format(fmt)
+            .option("kafka.bootstrap.servers", kafka_broker.bootstrap)
+            .option("subscribe", name)
+            .options(**extra)
+            .load()
+            .where(condition)
+        )
+        return rows(frame)
+
+    ours = read("splitsource.kafka", pushFilters="true")
+    assert ours == read("kafka")
+    assert ours, "the filter should keep some records"
+
+
+def test_pushed_kafka_filters_narrow_the_planned_ranges(
+    kafka_broker: KafkaBroker, topic: Callable[..., str]
+) -> None:
+    name = topic(partitions=3)
+    start_ms = _written_a_second_apart(kafka_broker, name)
+    source, _ = KafkaSource.from_spark_options(
+        {"kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": name}
+    )
+    a_minute_later = datetime.fromtimestamp(start_ms / 1000 + 60, UTC)
+    pushed, _ = source.push_filters(
+        [
+            EqualTo(("partition",), 2),
+            LessThan(("offset",), 90),
+            GreaterThanOrEqual(("timestamp",), a_minute_later),
+        ],
+        pa.schema([]),
+    )
+    planned = pushed.refine_plan(plan_bounded(pushed))
+    # Partition 2 holds records 2, 5, 8, ...: record 62 (start + 62 s) is its offset 20.
+    assert [(s.partition, s.start, s.end) for s in planned] == [(2, 20, 90)]

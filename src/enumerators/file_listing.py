@@ -34,6 +34,8 @@ class Listing:
     recursive_file_lookup: bool = False
     modified_after_ms: int | None = None
     modified_before_ms: int | None = None
+    base_path: str | None = None
+    """Where partition directories start (Spark's ``basePath``); else at each path."""
 
     def files(self, fs: fsspec.AbstractFileSystem) -> list[ListedFile]:
         """Every data file under the paths, by path; hidden ones (``_x``, ``.x``) skipped."""
@@ -48,7 +50,7 @@ class Listing:
                         continue
                     key = (base, directory)
                     if key not in directories:
-                        directories[key] = _partition(base, directory)
+                        directories[key] = _partition(self.base_path or base, directory)
                     partition = directories[key]
                     if partition is None:
                         continue  # below a hidden directory

@@ -1,4 +1,5 @@
-"""The split reader of ``splitsource.files``: decodes file ranges, adds partition columns."""
+"""The split reader of ``splitsource.files``: decodes file ranges, adds partition columns,
+drops the rows that Spark's pushed filters rule out."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.formats import FormatOptions, missing_file_error, read_range
 from sources.errors import CorruptFileError, FileReadError, MissingFileError
 from sources.filesystems import Storage, modified_ms
+from sources.filters import Filter, arrow_predicate
+from sources.partitioning import partition_value
 from sources.splits.files import FileSplit
 
 __all__ = ["FileReadConfig", "FileSplitReader", "SkipPolicy"]
@@ -50,6 +53,8 @@ class FileReadConfig:
     storage: Storage
     format: FormatOptions
     skip: SkipPolicy = SkipPolicy()
+    filters: tuple[Filter, ...] = ()
+    """Spark's pushed filters: rows they rule out are dropped before Spark sees them."""
 
 
 class FileSplitReader(SplitReader[FileSplit]):
@@ -64,6 +69,8 @@ class FileSplitReader(SplitReader[FileSplit]):
         self._format = config.format
         self._schema = schema
         self._skip = config.skip
+        self._filters = config.filters
+        self._predicate = arrow_predicate(config.filters, schema)
         self._splits: list[FileSplit] = []
         self._current: Iterator[pa.RecordBatch] | None = None
 
@@ -113,9 +120,12 @@ class FileSplitReader(SplitReader[FileSplit]):
         self._check_unchanged(split)
         partition = dict(split.partition)
         data_schema = pa.schema([field for field in self._schema if field.name not in partition])
-        options = replace(self._format, data_schema=data_schema)
+        options = replace(self._format, data_schema=data_schema, row_filters=self._filters)
         for batch in read_range(self._fs, split.path, split.start, split.length, options):
-            yield self._with_partition(batch, partition)
+            whole = self._with_partition(batch, partition)
+            kept = whole if self._predicate is None else whole.filter(self._predicate)
+            if kept.num_rows:
+                yield kept
 
     def _check_unchanged(self, split: FileSplit) -> None:
         """Fail if the file is gone, or its size or modification time differ from the listing."""
@@ -138,7 +148,7 @@ class FileSplitReader(SplitReader[FileSplit]):
         columns = []
         for field in self._schema:
             if field.name in partition:
-                value = pa.scalar(partition[field.name]).cast(field.type)
+                value = pa.scalar(partition_value(partition[field.name], field.type), field.type)
                 columns.append(pa.repeat(value, batch.num_rows))
             else:
                 columns.append(batch.column(field.name))

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from sources.errors import SplitSourceError
+from sources.filters import Filter
 from sources.options import Option, Options, parse_options
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
@@ -142,6 +143,23 @@ class Source(ABC, Generic[SplitT, StateT]):
         options pack them. The default returns ``splits`` unchanged.
         """
         return splits
+
+    def push_filters(
+        self, filters: Sequence[Filter], schema: pa.Schema
+    ) -> tuple[Self, Sequence[Filter]]:
+        """A source that reads only what ``filters`` let through, and the filters left for Spark.
+
+        Called on the driver when a bounded read is planned, with the conjuncts
+        of the query's ``WHERE`` that Spark can push (:mod:`sources.filters`;
+        their values have the column's Python type) and the Arrow schema the
+        read produces. Return a source (a copy: the returned one is pickled to
+        the executors with the filters) that applies what it can, when it plans
+        splits (:meth:`refine_plan`) or in its readers, and the filters it cannot
+        guarantee, taken from ``filters``: Spark applies those after the read.
+        Returning a filter that the source applied too is always correct. The
+        default pushes nothing: ``(self, filters)``.
+        """
+        return self, filters
 
     @abstractmethod
     def create_reader(self, schema: pa.Schema) -> SplitReader[SplitT]:

@@ -9,9 +9,11 @@ become columns, appended after the file's own columns as in Spark.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -49,7 +51,9 @@ from sources.file_format_options import (
     format_options_from,
 )
 from sources.filesystems import Storage, same_filesystem, strip_protocol
+from sources.filters import Filter
 from sources.options import Option, Options
+from sources.partitioning import infer_partition_type, matching_partitions
 from sources.split import Boundedness
 from sources.splits.files import FileSplit, FileSplitSerializer
 
@@ -57,16 +61,6 @@ __all__ = ["FileSource"]
 
 CLEAN_SOURCE = ("off", "delete", "archive")
 _LOG = logging.getLogger("splitsource.files")
-
-
-def _choice(name: str, choices: tuple[str, ...], doc: str, default: Any) -> Option:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}, got '{text}'")
-        return value
-
-    return Option(name, parse, doc, default)
 
 
 def _mode(text: str) -> str:
@@ -115,8 +109,8 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
     options: ClassVar = (
         Option("path", _paths, "a file, directory or glob (any fsspec URL); or use load(path)", ()),
         Option("paths", _paths, "several paths, comma separated or a JSON list", ()),
-        _choice("format", FORMATS, "the file format", None),
-        _choice("compression", COMPRESSIONS, "file compression", "infer"),
+        Option.choice("format", "the file format", FORMATS, None),
+        Option.choice("compression", "file compression", COMPRESSIONS, "infer"),
         Option("mode", _mode, "csv, json: PERMISSIVE, DROPMALFORMED or FAILFAST", "PERMISSIVE"),
         Option.string(
             "columnNameOfCorruptRecord",
@@ -137,13 +131,21 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         Option.boolean(
             "recursiveFileLookup", "read every file below, no partition columns", default=False
         ),
+        Option.string(
+            "basePath", "where partition directories start, when reading some of them", None
+        ),
+        Option.boolean(
+            "partitionColumnTypeInference",
+            "type partition values as Spark does (int, date, ...); false: all strings",
+            default=True,
+        ),
         Option.string("pathGlobFilter", "only files whose name matches this glob", default=None),
         Option("modifiedAfter", _timestamp_ms, "only files modified after (UTC)", None),
         Option("modifiedBefore", _timestamp_ms, "only files modified before (UTC)", None),
         Option.size("maxSplitBytes", "cut splittable files into ranges of this size", 128 << 20),
         Option.boolean("latestFirst", "streaming: newest files first", default=False),
         Option.duration("maxFileAge", "streaming: ignore files older than this", 7 * 86400.0),
-        _choice("cleanSource", CLEAN_SOURCE, "streaming: what to do with read files", "off"),
+        Option.choice("cleanSource", "streaming: what to do with read files", CLEAN_SOURCE, "off"),
         Option.string("sourceArchiveDir", "streaming: where cleanSource=archive moves files", None),
         *FORMAT_OPTIONS,
         *DEFAULT_ONLY_OPTIONS,
@@ -164,6 +166,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         cleaner: SourceCleaner | None,
         max_file_age_ms: int,
         latest_first: bool,
+        infer_partition_types: bool = True,
     ) -> None:
         self.paths = paths
         self.storage = storage
@@ -173,6 +176,9 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         self.cleaner = cleaner
         self.max_file_age_ms = max_file_age_ms
         self.latest_first = latest_first
+        self.infer_partition_types = infer_partition_types
+        self.partition_columns: dict[str, pa.DataType] = {}
+        """The partition columns of the read schema, once filters are pushed."""
 
     @classmethod
     def from_options(cls, options: Options) -> FileSource:
@@ -201,6 +207,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
                 options["recursiveFileLookup"],
                 options["modifiedAfter"],
                 options["modifiedBefore"],
+                strip_protocol(options["basePath"]) if options["basePath"] else None,
             ),
             FileReadConfig(
                 storage,
@@ -211,6 +218,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
             None if clean == "off" else SourceCleaner(storage, _archive_dir(clean, archive)),
             int(options["maxFileAge"] * 1000),
             options["latestFirst"],
+            options["partitionColumnTypeInference"],
         )
 
     def storage_options_for(self, url: str) -> Mapping[str, Any]:
@@ -227,7 +235,8 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
                 "to read an empty or not yet filled location",
             )
         data = self._data_schema(files)
-        return from_arrow_schema(pa.schema([*data, *_partition_fields(files)]))
+        partitions = _partition_fields(files, self.infer_partition_types)
+        return from_arrow_schema(pa.schema([*data, *partitions]))
 
     def _data_schema(self, files: list[ListedFile]) -> pa.Schema:
         """Inferred from the first file in path order, or from every file with ``mergeSchema``;
@@ -281,6 +290,28 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
     ) -> FileEnumerator:
         return self._enumerator(state)
 
+    def push_filters(
+        self, filters: Sequence[Filter], schema: pa.Schema
+    ) -> tuple[FileSource, Sequence[Filter]]:
+        """Prune partitions and skip rows by ``filters``; Spark still applies every one.
+
+        Partition directories are pruned when the read is planned, Parquet row
+        groups by their statistics, and each batch's rows with Arrow before it
+        reaches Spark; none of it drops a row Spark would keep.
+        """
+        pushed = copy.copy(self)
+        pushed.read = replace(self.read, filters=tuple(filters))
+        pushed.partition_columns = {field.name: field.type for field in schema}
+        return pushed, filters
+
+    def refine_plan(self, splits: Sequence[FileSplit]) -> Sequence[FileSplit]:
+        """The splits of the partitions the pushed filters may match."""
+        if not self.read.filters:
+            return splits
+        partitions = {split.partition for split in splits}
+        kept = matching_partitions(partitions, self.read.filters, self.partition_columns)
+        return [split for split in splits if split.partition in kept]
+
     def create_reader(self, schema: pa.Schema) -> FileSplitReader:
         return FileSplitReader(self.read, schema)
 
@@ -304,20 +335,9 @@ def _archive_dir(clean: str, archive: str | None) -> str | None:
     return strip_protocol(archive) if clean == "archive" and archive else None
 
 
-def _partition_fields(files: list[ListedFile]) -> list[pa.Field]:
+def _partition_fields(files: list[ListedFile], inference: bool) -> list[pa.Field]:
     values: dict[str, list[str]] = {}
     for file in files:
         for key, value in file.partition:
             values.setdefault(key, []).append(value)
-    return [pa.field(key, _partition_type(found)) for key, found in values.items()]
-
-
-def _partition_type(values: list[str]) -> pa.DataType:
-    for kind, parse in ((pa.int64(), int), (pa.float64(), float)):
-        try:
-            for value in values:
-                parse(value)
-        except ValueError:
-            continue
-        return kind
-    return pa.string()
+    return [pa.field(key, infer_partition_type(found, inference)) for key, found in values.items()]

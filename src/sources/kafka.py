@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import copy
 import itertools
 import uuid
 from collections.abc import Sequence
@@ -32,11 +33,13 @@ from enumerators.kafka import (
     KafkaEnumeratorState,
     KafkaEnumeratorStateSerializer,
 )
-from enumerators.kafka_admin import OffsetFetchRetries, TopicSelection
+from enumerators.kafka_admin import KafkaAdmin, OffsetFetchRetries, TopicSelection
+from enumerators.kafka_filters import narrowed
 from enumerators.kafka_offsets import ReadBounds
 from readers.kafka import KafkaReaderConfig, KafkaSplitReader
 from sources.api import Source
 from sources.errors import InvalidOptionError
+from sources.filters import Filter
 from sources.kafka_config import KafkaClientConfig
 from sources.options import Option, Options
 from sources.split import Boundedness
@@ -123,6 +126,8 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         self.include_headers = include_headers
         self.min_partitions = min_partitions
         self.max_records_per_partition = max_records_per_partition
+        self.filters: tuple[Filter, ...] = ()
+        """Spark's pushed filters of a bounded read."""
 
     @classmethod
     def from_options(cls, options: Options) -> Self:
@@ -172,10 +177,22 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
     def schema(self) -> str:
         return f"{SCHEMA}, {HEADERS}" if self.include_headers else SCHEMA
 
+    def push_filters(
+        self, filters: Sequence[Filter], schema: pa.Schema
+    ) -> tuple[KafkaSource, Sequence[Filter]]:
+        """Read only the partitions, offsets and times ``filters`` may keep; Spark still
+        applies every filter (:mod:`enumerators.kafka_filters`)."""
+        pushed = copy.copy(self)
+        pushed.filters = tuple(filters)
+        return pushed, filters
+
     def refine_plan(self, splits: Sequence[KafkaPartitionSplit]) -> list[KafkaPartitionSplit]:
-        """Cut offset ranges for parallelism, as Spark does: with ``minPartitions``, into
-        about that many in all, each range in proportion to its share of the offsets; with
+        """Narrow the ranges to what the pushed filters may keep, then cut them for
+        parallelism, as Spark does: with ``minPartitions``, into about that many in all,
+        each range in proportion to its share of the offsets; with
         ``maxRecordsPerPartition``, so that no piece holds more records than that."""
+        if self.filters:
+            splits = narrowed(splits, self.filters, self._admin)
         wanted = self.min_partitions
         most = self.max_records_per_partition
         sizes = [(split.end or split.start) - split.start for split in splits]
@@ -195,6 +212,10 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
             bounds = [split.start + size * i // parts for i in range(parts + 1)]
             refined += [split.with_range(a, b) for a, b in itertools.pairwise(bounds)]
         return refined
+
+    def _admin(self) -> KafkaAdmin:
+        config = self.enumerator_config
+        return KafkaAdmin(config.kafka, config.retries, config.name)
 
     def create_enumerator(self, context: EnumeratorContext) -> KafkaEnumerator:
         return self.restore_enumerator(context, KafkaEnumeratorState())

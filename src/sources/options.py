@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -129,6 +129,20 @@ class Option:
                 value = None
             if not isinstance(value, dict):
                 raise ValueError('expected a JSON object such as {"anon": true} (value not shown)')
+            return value
+
+        return cls(name, parse, doc, default)
+
+    @classmethod
+    def choice(
+        cls, name: str, doc: str, choices: Sequence[str], default: Any = _REQUIRED
+    ) -> Option:
+        """One of ``choices`` (lower case), in any case."""
+
+        def parse(text: str) -> str:
+            value = text.strip().lower()
+            if value not in choices:
+                raise ValueError(f"expected one of {', '.join(choices)}, got '{text}'")
             return value
 
         return cls(name, parse, doc, default)

@@ -79,15 +79,18 @@ class CsvFormat(RecordFormat):
             not data or data.isspace() or not len(schema)
         ):  # no columns: inferred from a file of no records
             return schema.empty_table()
+        names = schema.names + _unread_columns(data, options)
+        convert = _convert_options(options, schema)
+        convert.include_columns = schema.names
         table = with_block_size(
             data,
             lambda block_size: pa_csv.read_csv(
                 pa.BufferReader(data),
-                read_options=pa_csv.ReadOptions(column_names=schema.names, block_size=block_size),
+                read_options=pa_csv.ReadOptions(column_names=names, block_size=block_size),
                 parse_options=_parse_options(
                     options, newlines_in_values=options.multi_line, ignore_empty_lines=True
                 ),
-                convert_options=_convert_options(options, schema),
+                convert_options=convert,
             ),
         )
         if not options.multi_line:
@@ -193,6 +196,28 @@ def _spark_type(column: pa.ChunkedArray) -> pa.DataType:
         if low.as_py() is None or (_INT32[0] <= low.as_py() and high.as_py() <= _INT32[1]):
             return pa.int32()
     return kind
+
+
+def _unread_columns(data: bytes, options: FormatOptions) -> list[str]:
+    """Names for the columns of ``data`` after the schema's: a schema of the first *k*
+    columns of wider records reads them without decoding the rest.
+
+    Only where a record of more values than the schema need not be malformed
+    (``extra_values_malformed`` off).
+    """
+    schema = options.data_schema
+    if options.extra_values_malformed:
+        return []
+    first = data.split(b"\n", 1)[0].rstrip(b"\r")
+    try:
+        width = pa_csv.read_csv(
+            pa.BufferReader(first + b"\n"),
+            read_options=pa_csv.ReadOptions(autogenerate_column_names=True),
+            parse_options=_parse_options(options),
+        ).num_columns
+    except pa.ArrowException:
+        return []  # the line is read as malformed anyway
+    return [f"__unread_{i}" for i in range(max(0, width - len(schema)))]
 
 
 def _convert_options(options: FormatOptions, schema: pa.Schema | None) -> pa_csv.ConvertOptions:

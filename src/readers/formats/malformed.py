@@ -187,7 +187,11 @@ def decode_tolerant(
     codec: RecordCodec, block: Block, options: FormatOptions, malformed: MalformedLines
 ) -> pa.Table:
     """Decode ``block`` in ``options.mode``: malformed lines dropped or kept as corrupt rows."""
-    file_options = replace(options, data_schema=file_schema(options))
+    file_options = replace(
+        options,
+        data_schema=file_schema(options),
+        extra_values_malformed=options.mode != "PERMISSIVE" or has_corrupt_column(options),
+    )
     try:
         return add_corrupt_column(codec.decode(block.data, file_options), None, options)
     except (pa.ArrowException, Malformed):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 import pyarrow as pa
+from pyspark.sql.datasource import Filter
 
 from sources.errors import InvalidOptionError
 
@@ -94,6 +95,12 @@ class FormatOptions:
     whole_text: bool = False
     merge_schema: bool = False
     line_sep: str | None = None
+    extra_values_malformed: bool = True
+    """CSV: a record with more values than the schema is malformed (Spark's rule, which
+    ``mode`` and the corrupt record column act on); False reads the schema's first columns
+    of wider records without decoding the rest (PERMISSIVE with no corrupt column)."""
+    row_filters: tuple[Filter, ...] = ()
+    """Spark's pushed filters: Parquet row groups their statistics rule out are not read."""
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

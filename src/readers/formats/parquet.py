@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from readers.formats.malformed import Malformed, conform
 from readers.formats.opening import FIX, detail, open_input, short_file_error
 from readers.formats.options import FormatOptions
+from readers.formats.statistics import row_group_may_match
 from sources.errors import CorruptFileError, FileReadError
 
 __all__ = ["ParquetFormat"]
@@ -69,6 +70,7 @@ class ParquetFormat:
                 index
                 for index in range(metadata.num_row_groups)
                 if start <= _midpoint(metadata.row_group(index)) < end
+                and row_group_may_match(metadata.row_group(index), options.row_filters)
             ]
             stored = parquet.schema_arrow
             columns = [field.name for field in schema if stored.get_field_index(field.name) >= 0]

@@ -10,7 +10,7 @@ reader runtime (:mod:`readers.fetcher`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -18,6 +18,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    Filter,
     InputPartition,
 )
 from pyspark.sql.types import StructType
@@ -29,7 +30,8 @@ from sources.errors import SplitSourceError, UnsupportedBoundednessError
 from sources.options import Option
 from sources.spark.checks import check_source_class
 from sources.spark.parallelism import driver_cores, session_parallelism
-from sources.spark.partitions import SplitPartitionReading
+from sources.spark.partitions import SplitPartitionReading, arrow_schema
+from sources.spark.pushdown import PUSH_FILTERS_CHOICES, enable_filter_pushdown, pushdown_wanted
 from sources.spark.session import check_spark_version, use_this_python
 from sources.spark.stream_reader import (
     STREAM_OPTIONS,
@@ -66,6 +68,13 @@ READ_OPTIONS: tuple[Option, ...] = (
         "about the most bytes in one Arrow batch handed to Spark",
         default=_DEFAULTS.max_bytes_per_batch,
     ),
+    Option.choice(
+        "pushFilters",
+        "let the source use the query's filters to read less: auto (where Spark allows it "
+        "safely), true, false",
+        PUSH_FILTERS_CHOICES,
+        default="auto",
+    ),
     Option.integer(
         "fetchQueueCapacity",
         "Arrow batches buffered between the fetcher thread and Spark",
@@ -83,11 +92,13 @@ def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> No
 
     Works with a classic and a Spark Connect session. Checks that Spark is at
     least 4.2, has a classic session's Python workers run this interpreter
-    unless the user chose one, and records the default parallelism that the
+    unless the user chose one, turns on filter pushdown for Python data sources
+    (:mod:`sources.spark.pushdown`), and records the default parallelism that the
     session's conf tells (:mod:`sources.spark.parallelism`).
     """
     check_spark_version(spark.version)
     use_this_python(spark)
+    enable_filter_pushdown(spark)
     parallelism = session_parallelism(spark)
     for source_class in source_classes:
         spark.dataSource.register(data_source_for(source_class, parallelism))
@@ -138,7 +149,11 @@ class SplitSourceDataSource(DataSource):
                 f"{self.name()} cannot do a bounded read with spark.read; "
                 "read it with spark.readStream instead."
             )
-        return BoundedSourceReader(self.source, schema, self.read_options, self._cores())
+        pushes = type(self.source).push_filters is not Source.push_filters and pushdown_wanted(
+            self.read_options["pushFilters"], self.name()
+        )
+        reader = FilteringSourceReader if pushes else BoundedSourceReader
+        return reader(self.source, schema, self.read_options, self._cores())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return SplitSourceStreamReader(self.source, schema, self.read_options, self._cores())
@@ -152,6 +167,14 @@ class BoundedSourceReader(SplitPartitionReading, DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         return self.partitions_of(plan_bounded(self.source))
+
+
+class FilteringSourceReader(BoundedSourceReader):
+    """A bounded read of a source that takes Spark's filters (:meth:`Source.push_filters`)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.source, remaining = self.source.push_filters(filters, arrow_schema(self.schema))
+        return remaining
 
 
 def plan_bounded(source: Source[Any, Any]) -> list[Any]:

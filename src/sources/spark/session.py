@@ -60,7 +60,8 @@ def local_session(
     *,
     connect: bool = False,
 ) -> SparkSession:
-    """A Spark session for demos, tests and benchmarks: loopback only, this Python for workers.
+    """A Spark session for demos, tests and benchmarks: loopback only, this Python for workers,
+    filter pushdown into Python data sources on.
 
     With ``connect=True``, a Spark Connect session served by a local Connect
     server that this process starts on 127.0.0.1, port 15002 (needs pyspark's
@@ -83,6 +84,7 @@ def local_session(
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
         .config("spark.log.level", "WARN")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

@@ -1,0 +1,194 @@
+"""Selective reads of a Hive-partitioned lake: splitsource.files against Spark's readers.
+
+Generates ``--rows`` rows (default 3,000,000) of ten columns (``id`` and ``c0``..``c8``
+doubles) once into ``--cache``, Hive-partitioned by ``day`` into 30 directories, as
+Parquet (row groups of 50,000 rows), CSV with a header and JSON Lines. Each query is
+run by ``spark.read.format("splitsource.files")`` with ``pushFilters=true`` (a fresh
+``load()`` per query, see docs/files.md "Reading less") and by Spark's own reader on
+``local[2]``; both must return the same result. Runs alternate between the two readers
+after a warm-up; medians of ``--runs``. Each line ends ``ratio ...: X.XX`` (Spark's time
+over ours; above 1.00 splitsource is faster), and the last line is
+``ratio splitsource/spark selective min: X.XX``, the smallest of the Parquet ratios
+of the partition, range, column-subset and full-scan queries.
+
+Run it from the project root::
+
+    .venv/bin/python benchmarks/bench_selective.py [--rows 3000000] [--runs 3] [--cache DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+
+from sources.files import FileSource
+from sources.spark import local_session, register
+
+DAYS = 30
+DATA_COLUMNS = [f"c{i}" for i in range(9)]
+SCHEMA = "id BIGINT, " + ", ".join(f"{c} DOUBLE" for c in DATA_COLUMNS) + ", day DATE"
+
+
+def _day(index: int) -> str:
+    return f"2024-01-{index + 1:02d}"
+
+
+def generate(root: Path, rows: int) -> None:
+    """The lake in three formats below ``root``, unless it is there already."""
+    done = root / f"done-{rows}"
+    if done.exists():
+        return
+    per_day = rows // DAYS
+    for index in range(DAYS):
+        first = index * per_day
+        rng = np.random.default_rng(first)
+        table = pa.table(
+            {
+                "id": np.arange(first, first + per_day, dtype=np.int64),
+                **{c: np.round(rng.uniform(0, 1000, per_day), 3) for c in DATA_COLUMNS},
+            }
+        )
+        for fmt in ("parquet", "csv", "json"):
+            directory = root / fmt / f"day={_day(index)}"
+            directory.mkdir(parents=True, exist_ok=True)
+            if fmt == "parquet":
+                pq.write_table(table, directory / "part.parquet", row_group_size=50_000)
+            elif fmt == "csv":
+                pa_csv.write_csv(table, directory / "part.csv")
+            else:
+                frame = table.to_pandas()
+                frame.to_json(directory / "part.json", orient="records", lines=True)
+    done.touch()
+
+
+def ours(spark: SparkSession, fmt: str, path: Path, schema: str | None) -> DataFrame:
+    reader = spark.read.format("splitsource.files").option("format", fmt)
+    reader = reader.option("pushFilters", "true").option("header", "true")
+    return (reader.schema(schema) if schema else reader).load(str(path))
+
+
+def sparks(spark: SparkSession, fmt: str, path: Path, schema: str | None) -> DataFrame:
+    reader = spark.read.format(fmt).option("header", "true")
+    return (reader.schema(schema) if schema else reader).load(str(path))
+
+
+QUERIES: list[tuple[str, str, str | None, Callable[[DataFrame], Any]]] = [
+    ("sum(c0), no schema", "parquet", None, lambda df: df.selectExpr("sum(c0)").collect()),
+    (
+        "sum(c0), schema of id and c0",
+        "parquet",
+        "id BIGINT, c0 DOUBLE, day DATE",
+        lambda df: df.selectExpr("sum(c0)").collect(),
+    ),
+    (
+        "one partition of thirty",
+        "parquet",
+        None,
+        lambda df: df.where("day = '2024-01-05'").selectExpr("count(*)", "sum(c1)").collect(),
+    ),
+    (
+        "a narrow id range",
+        "parquet",
+        None,
+        lambda df: df.where("id between 1000000 and 1010000").selectExpr("sum(c2)").collect(),
+    ),
+    (
+        "full scan",
+        "parquet",
+        None,
+        lambda df: df.selectExpr(*[f"sum({c})" for c in DATA_COLUMNS]).collect(),
+    ),
+    (
+        "csv one partition, narrow range",
+        "csv",
+        SCHEMA,
+        lambda df: df.where("day = '2024-01-05' and c0 < 10").selectExpr("count(*)").collect(),
+    ),
+    (
+        "json one partition, narrow range",
+        "json",
+        SCHEMA,
+        lambda df: df.where("day = '2024-01-05' and c0 < 10").selectExpr("count(*)").collect(),
+    ),
+]
+TARGETED = (
+    "sum(c0), schema of id and c0",
+    "one partition of thirty",
+    "a narrow id range",
+    "full scan",
+)
+
+
+def _same(left: list[Any], right: list[Any]) -> bool:
+    """The same rows, sums of doubles equal up to the order they were added in."""
+    return len(left) == len(right) and all(
+        math.isclose(a, b, rel_tol=1e-9) if isinstance(a, float) else a == b
+        for x, y in zip(left, right, strict=True)
+        for a, b in zip(x, y, strict=True)
+    )
+
+
+def _runner(
+    reader: Callable[[SparkSession, str, Path, str | None], DataFrame],
+    spark: SparkSession,
+    fmt: str,
+    path: Path,
+    schema: str | None,
+    query: Callable[[DataFrame], Any],
+) -> Callable[[], Any]:
+    """One run of ``query``, on a fresh ``load()``."""
+    return lambda: query(reader(spark, fmt, path, schema))
+
+
+def timed(run: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    result = run()
+    return time.perf_counter() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=3_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cache", type=Path, default=Path(".bench-cache/selective"))
+    args = parser.parse_args()
+    generate(args.cache, args.rows)
+    spark = local_session("local[2]", "bench-selective")
+    register(spark, FileSource)
+    ratios: dict[str, float] = {}
+    for name, fmt, schema, query in QUERIES:
+        path = args.cache / fmt
+        runners = {
+            who: _runner(reader, spark, fmt, path, schema, query)
+            for who, reader in (("splitsource", ours), ("spark", sparks))
+        }
+        results = {who: run() for who, run in runners.items()}  # warm-up, and the check
+        assert _same(results["splitsource"], results["spark"]), (name, results)
+        times: dict[str, list[float]] = {who: [] for who in runners}
+        for _ in range(args.runs):
+            for who, run in runners.items():
+                times[who].append(timed(run)[0])
+        medians = {who: statistics.median(t) for who, t in times.items()}
+        ratios[name] = medians["spark"] / medians["splitsource"]
+        print(
+            f"{fmt:8s} {name:34s} splitsource {medians['splitsource']:6.2f}s  "
+            f"spark {medians['spark']:6.2f}s  ratio {name}: {ratios[name]:.2f}",
+            flush=True,
+        )
+    print(f"ratio splitsource/spark selective min: {min(ratios[n] for n in TARGETED):.2f}")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
