@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
 import time
+import tomllib
 import types
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,6 +89,83 @@ def test_the_connector_guide_runs_top_to_bottom(spark: SparkSession) -> None:
     finally:
         register(spark, NumberSequenceSource)  # the guide registered its own under that name
     assert module.NumberSequenceSource.format_name() == "splitsource.numbers"
+
+
+_FILE_HEADER = re.compile(r"^# ([\w./-]+\.(?:py|toml))\n")
+
+
+def tutorial_project(text: str) -> tuple[dict[str, str], list[str]]:
+    """The tutorial's files (its blocks headed ``# <path>``, joined in order) and the
+    Python blocks of its session, in order."""
+    files: dict[str, str] = {}
+    session = []
+    for block in code_blocks(text) + code_blocks(text, "toml"):
+        header = _FILE_HEADER.match(block)
+        if header is None:
+            session.append(block)
+        else:
+            path = header.group(1)
+            files[path] = files.get(path, "") + block[header.end() :]
+    return files, session
+
+
+@pytest.mark.spark
+def test_the_tutorial_builds_a_project_that_runs_and_passes_its_tests(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tutorial's files are written into a fresh project; its session blocks run there
+    in order (the Spark workers get its modules by value, as a script's); its pyproject
+    lists its modules; its shell block runs there: the line with ``-m "not spark"`` as
+    written, the full run only collected (the packaged ``splitsource.sqlite``, built on
+    the same base, runs every case of the suite in ``test_sqlite_conformance.py``)."""
+    text = (DOCS / "tutorial.md").read_text()
+    assert len(code_blocks(text)) == text.count("```python")
+    files, session = tutorial_project(text)
+    assert sorted(files) == [
+        "orders.py",
+        "pyproject.toml",
+        "pyspark_orders.py",
+        "shop.py",
+        "tests/test_orders.py",
+    ]
+    for name, content in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(content)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    modules = [importlib.import_module(name) for name in ("shop", "orders")]
+    for module in modules:
+        cloudpickle.register_pickle_by_value(module)
+    namespace: dict[str, object] = {"__name__": "docs_tutorial"}
+    try:
+        for number, block in enumerate(session, 1):
+            exec(compile(block, f"tutorial.md, session block {number}", "exec"), namespace)
+        registration = importlib.import_module("pyspark_orders")
+        assert registration.DefaultSource.name() == "splitsource.orders"
+    finally:
+        for module in modules:
+            cloudpickle.unregister_pickle_by_value(module)
+        for name in ("shop", "orders", "pyspark_orders"):
+            sys.modules.pop(name, None)
+    project = tomllib.loads(files["pyproject.toml"])
+    for module in project["tool"]["setuptools"]["py-modules"]:
+        assert (tmp_path / f"{module}.py").is_file(), module
+    (commands,) = code_blocks(text, "bash")[-1:]
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    for line in commands.splitlines():
+        command = shlex.split(line, comments=True)
+        assert command[:3] == ["python", "-m", "pytest"], line
+        runs = "not spark" in command
+        command = [sys.executable, *command[1:], "-p", "no:cacheprovider"]
+        if not runs:
+            command.append("--collect-only")
+        result = subprocess.run(
+            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+        summary = result.stdout.strip().splitlines()[-1]
+        assert re.search(r"\d+ passed" if runs else r"\d+ tests collected", summary), summary
+        assert not re.search("failed|error", summary), summary
 
 
 @pytest.mark.spark

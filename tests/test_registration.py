@@ -3,11 +3,15 @@ Spark session, through the ``pyspark_*`` modules PySpark looks up."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import tomllib
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -26,6 +30,7 @@ FRESH_PROCESS = textwrap.dedent(
                .option("checkpointLocation", out + "/checkpoint")
                .trigger(availableNow=True).start())
     numbers.awaitTermination()
+    sqlite = spark.read.format("splitsource.sqlite").option("table", "t").load(sys.argv[3])
     try:
         spark.read.format("splitsource.kafka").option("subscribe", "t").load()
         kafka_error = None
@@ -38,6 +43,7 @@ FRESH_PROCESS = textwrap.dedent(
         "files": sorted(row.id for row in files.collect()),
         "numbers": spark.read.parquet(out + "/sink").count(),
         "kafka_error": kafka_error,
+        "sqlite": sorted(row.id for row in sqlite.collect()),
         "registered": spark.read.format("splitsource.numbers").option("to", 9).load().count(),
     }))
     spark.stop()
@@ -52,9 +58,13 @@ def test_a_fresh_session_reads_and_streams_the_packaged_formats_with_no_register
     data = tmp_path / "data"
     data.mkdir()
     (data / "part.json").write_text("".join(f'{{"id": {i}}}\n' for i in range(5)))
+    database = tmp_path / "app.db"
+    with closing(sqlite3.connect(database)) as connection, connection:
+        connection.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        connection.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(3)])
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     result = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, str(data), str(tmp_path / "out")],
+        [sys.executable, "-c", FRESH_PROCESS, str(data), str(tmp_path / "out"), str(database)],
         env=env,
         capture_output=True,
         text=True,
@@ -67,6 +77,7 @@ def test_a_fresh_session_reads_and_streams_the_packaged_formats_with_no_register
     assert report["numbers"] == 1000
     assert "kafka.bootstrap.servers" in report["kafka_error"]
     assert report["registered"] == 10
+    assert report["sqlite"] == [0, 1, 2]
 
 
 def test_without_confluent_kafka_the_kafka_format_says_what_to_install() -> None:
@@ -84,3 +95,20 @@ def test_without_confluent_kafka_the_kafka_format_says_what_to_install() -> None
     assert result.returncode == 1
     assert "ImportError: splitsource.kafka needs the confluent-kafka package" in result.stderr
     assert "pip install 'splitsource[kafka]'" in result.stderr
+
+
+def test_every_pyspark_module_is_installed_and_names_its_format() -> None:
+    """Each ``src/pyspark_splitsource_<name>.py`` is a py-module of the package, and its
+    ``DefaultSource`` is the format ``splitsource.<name>``."""
+    root = Path(__file__).parent.parent
+    listed = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "py-modules"
+    ]
+    found = sorted(path.stem for path in (root / "src").glob("pyspark_splitsource_*.py"))
+    assert "pyspark_splitsource_sqlite" in found
+    assert sorted(listed) == found
+    for name in found:
+        module = importlib.import_module(name)
+        assert module.DefaultSource.name() == "splitsource." + name.removeprefix(
+            "pyspark_splitsource_"
+        )

@@ -9,7 +9,10 @@ splitsource raises. The other rooms:
 - :mod:`sources.spark`: the Spark binding (``register``, ``local_session``,
   ``stop_gracefully``, ``cancel``);
 - the packaged sources, each in its module: :mod:`sources.numbers`,
-  :mod:`sources.rate`, :mod:`sources.files`, :mod:`sources.kafka`.
+  :mod:`sources.rate`, :mod:`sources.files`, :mod:`sources.kafka`,
+  :mod:`sources.sqlite`;
+- :mod:`sources.incremental_table`, a base for tables read by ranges of a
+  rising key over DB-API 2.0 (an author writes ``bounds`` and ``read_range``).
 """
 
 from sources.api import FORMAT_PREFIX, Source

@@ -30,30 +30,9 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
-WAITING_FOR_DATA = "Waiting for data to arrive"
-"""``StreamingQuery.status`` message once a trigger found no new data."""
-QUICK_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-"""The driver JVM starts with about a third less CPU time without C2 and parallel GC."""
-IDLE_SECONDS = 3.0
-"""A continuous run stops once its source had no data for this long: a restarted source
-may find its splits in a background discovery only after the first trigger."""
-STANDBY_TIMEOUT = 900.0
-"""A job left standing by (its test failed) gives up after this long."""
-
-
-def stand_by(go_file: Path) -> str:
-    """Print ``READY``, wait for ``go_file`` and return the trigger it names."""
-    print("READY", flush=True)
-    deadline = time.monotonic() + STANDBY_TIMEOUT
-    while not go_file.exists():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no go file {go_file} within {STANDBY_TIMEOUT:.0f}s")
-        time.sleep(0.02)
-    return go_file.read_text().strip()
+from sources.testing.stream_job import QUICK_JVM, trigger_of, write_to_sink
 
 
 def run(settings: dict[str, Any]) -> dict[str, Any]:
@@ -81,40 +60,14 @@ def run(settings: dict[str, Any]) -> dict[str, Any]:
 
     format_name = f"splitsource.{settings.get('format', 'numbers')}"
     options = {key: str(value) for key, value in settings.get("options", {}).items()}
-    trigger = settings.get("trigger")
-    if "goFile" in settings:
-        trigger = stand_by(Path(settings["goFile"]))
-    started = time.monotonic()
-
+    trigger = trigger_of(settings)
     reader = spark.readStream.format(format_name).options(**options)
     if "schema" in settings:
         reader = reader.schema(settings["schema"])
     frame = reader.load()
     if "select" in settings:
         frame = frame.selectExpr(*settings["select"])
-    writer = (
-        frame.writeStream.format("parquet")
-        .option("path", settings["output"])
-        .option("checkpointLocation", settings["checkpoint"])
-    )
-    if trigger == "availableNow":
-        query = writer.trigger(availableNow=True).start()
-        query.awaitTermination()
-    else:
-        assert trigger == "continuous", f"unknown trigger {trigger!r}"
-        query = writer.trigger(processingTime="0 seconds").start()
-        idle_since = time.monotonic()
-        while not query.awaitTermination(0.2):
-            if query.status["message"] != WAITING_FOR_DATA:
-                idle_since = time.monotonic()
-            elif time.monotonic() - idle_since > IDLE_SECONDS:
-                break
-        query.stop()
-    if query.exception() is not None:
-        raise RuntimeError(f"the query failed: {query.exception()}")
-    batches = [p["batchId"] for p in query.recentProgress if p["numInputRows"] > 0]
-    spark.stop()
-    return {"batches": batches, "query_seconds": round(time.monotonic() - started, 1)}
+    return write_to_sink(frame, settings, trigger)
 
 
 def main() -> None:

@@ -20,12 +20,12 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from helpers.jobs import parent_of
-from readers import RecordsBySplit, SplitReader, SplitsAddition
+from readers import RecordsBySplit, SplitReader
 from readers.numbers import NumberSequenceSplitReader
 from sources import Option, Options
 from sources.kafka import KafkaSource
 from sources.numbers import NumberSequenceSource
+from sources.testing.faults import ForwardingReader, claim_once, parent_of
 
 KILL_AT_FETCH = 2
 """The fetch (counted per reader, from 1) after which the reader kills its worker."""
@@ -47,48 +47,26 @@ def executor_jvm() -> int:
     raise RuntimeError("killExecutor: this Python worker does not run under an executor JVM")
 
 
-class KillOnceReader(SplitReader[Any]):
+class KillOnceReader(ForwardingReader):
     """Reads with ``inner``; the first reader to finish its 2nd fetch with records kills its
     own process."""
 
     def __init__(self, inner: SplitReader[Any], marker: str, kill_executor: bool) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._marker = marker
         self._kill_executor = kill_executor
         self._fetches = 0
-
-    def handle_splits_changes(self, change: SplitsAddition[Any]) -> None:
-        self._inner.handle_splits_changes(change)
 
     def fetch(self, timeout: float) -> RecordsBySplit:
         fetched = self._inner.fetch(timeout)
         if any(fetched.batches.values()):
             self._fetches += 1
-        if self._fetches == KILL_AT_FETCH and self._claim_the_kill():
+        if self._fetches == KILL_AT_FETCH and claim_once(self._marker):
             # Let the task thread hand the first fetch's rows to Spark, so that
             # the failed attempt has written part of its range when it dies.
             time.sleep(0.5)
             os.kill(executor_jvm() if self._kill_executor else os.getpid(), signal.SIGKILL)
         return fetched
-
-    def wakeup(self) -> None:
-        self._inner.wakeup()
-
-    def finish(self) -> None:
-        self._inner.finish()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def _claim_the_kill(self) -> bool:
-        """Create the marker; False if it exists (another reader killed already)."""
-        try:
-            descriptor = os.open(self._marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return False
-        with os.fdopen(descriptor, "w") as marker:
-            marker.write(f"{os.getpid()}\n")
-        return True
 
 
 class KillOnceSource(NumberSequenceSource):

@@ -28,7 +28,17 @@ from sources.spark import local_session
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["splitsource_cluster_spark", "splitsource_spark", "workers_import_path"]
+__all__ = [
+    "pytest_configure",
+    "splitsource_cluster_spark",
+    "splitsource_spark",
+    "workers_import_path",
+]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the marker the conformance suite puts on its Spark cases."""
+    config.addinivalue_line("markers", "spark: runs a real local Spark session")
 
 
 def workers_import_path(root: Path) -> str:

@@ -14,7 +14,7 @@ from sources.spark.datasource import data_source_for
 from sources.spark.partitions import arrow_schema
 from sources.testing.ddl import parse_ddl
 
-__all__ = ["read_all"]
+__all__ = ["read_all", "shipped"]
 
 
 def read_all(
@@ -36,11 +36,11 @@ def read_all(
     struct = parse_ddl(declared) if isinstance(declared, str) else declared
     reader = data_source.reader(struct)
     partitions = reader.partitions()
-    on_executor = _shipped(reader)
-    batches = [batch for p in partitions for batch in on_executor.read(_shipped(p))]
+    on_executor = shipped(reader)
+    batches = [batch for p in partitions for batch in on_executor.read(shipped(p))]
     return pa.Table.from_batches(batches, schema=arrow_schema(struct))
 
 
-def _shipped(value: Any) -> Any:
+def shipped(value: Any) -> Any:
     """``value`` after the trip to an executor: what fails to pickle fails here too."""
     return cloudpickle.loads(cloudpickle.dumps(value))  # type: ignore[no-untyped-call]

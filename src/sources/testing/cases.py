@@ -1,0 +1,344 @@
+"""The checks behind the cases of :mod:`sources.testing.conformance`, one function each."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode
+from readers.base import SplitReader, SplitsAddition
+from sources.api import Source
+from sources.serialization import SimpleVersionedSerializer, frame, unframe
+from sources.spark import register
+from sources.spark.datasource import READ_OPTIONS
+from sources.spark.partitions import arrow_schema
+from sources.spark.stream_reader import STREAM_OPTIONS
+from sources.split import Boundedness, SourceSplit
+from sources.testing.context import ConformanceContext, assert_same_rows
+from sources.testing.jobs import Job
+from sources.testing.planning import (
+    logged,
+    next_batch,
+    partition_splits,
+    stream_reader,
+)
+from sources.testing.reading import read_all
+from sources.testing.streams import SinkStream, last_batch, plain, records_of
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+    from pyspark.sql import SparkSession
+
+
+__all__ = [
+    "JOB_TIMEOUT",
+    "SPLITS",
+    "WAKEUP_LATENCY",
+    "GoldenFile",
+    "append_everywhere",
+    "assert_same_rows",
+    "check_bounded_read",
+    "check_round_trips",
+    "check_wakeups",
+    "golden_files",
+    "mid_batch",
+    "rows_of",
+    "scaled",
+    "sink_stream",
+    "source_of",
+    "stream_test_options",
+    "wait_for_job",
+    "without",
+]
+
+SPLITS = 4
+"""Splits of the input of the multi-split cases."""
+JOB_TIMEOUT = 300.0
+"""Longest wait for a driver process to start, reach a point, or finish."""
+WAKEUP_LATENCY = 1.0
+"""Seconds within which a woken ``fetch`` must return."""
+_LONG_FETCH = 30.0
+"""The timeout given to the fetches that a wakeup must cut short."""
+_BEYOND = 1_000_000
+"""Positions past the readable end that the blocked-fetch check asks a reader for."""
+
+
+def rows_of(context: ConformanceContext, records: Iterable[Mapping[str, Any]]) -> list[Hashable]:
+    """The rows the context compares, one per record read."""
+    return [context.row({key: plain(value) for key, value in r.items()}) for r in records]
+
+
+def source_of(context: ConformanceContext, options: Mapping[str, Any]) -> Source[Any, Any]:
+    """The source as ``load()`` builds it from ``options``."""
+    given = {key: str(value) for key, value in options.items()}
+    source, _ = context.source_class.from_spark_options(given, (*READ_OPTIONS, *STREAM_OPTIONS))
+    return source
+
+
+def check_bounded_read(
+    context: ConformanceContext, spark: SparkSession, options: Mapping[str, Any]
+) -> None:
+    """``read_all`` and a bounded ``spark.read`` with ``options`` give the expected rows."""
+    context.check_rows(rows_of(context, read_all(context.source_class, options).to_pylist()))
+    register(spark, context.source_class)
+    given = {key: str(value) for key, value in options.items()}
+    frame_ = spark.read.format(context.source_class.format_name()).options(**given).load()
+    context.check_rows(rows_of(context, records_of(frame_.collect())))
+
+
+def sink_stream(context: ConformanceContext, spark: SparkSession, directory: Path) -> SinkStream:
+    """A stream of the context's source into a parquet sink under ``directory``."""
+    register(spark, context.source_class)
+    return SinkStream(spark, context.source_class.format_name(), directory)
+
+
+def append_everywhere(context: ConformanceContext, splits: int) -> None:
+    """More test records into each of ``splits`` splits, if the input grows."""
+    for split in range(splits):
+        context.append(split)
+
+
+def scaled(options: Mapping[str, Any], factor: float) -> dict[str, Any]:
+    """``options`` with each integer value times ``factor`` (at least 1)."""
+    return {
+        key: max(1, int(value * factor)) if isinstance(value, int) else value
+        for key, value in options.items()
+    }
+
+
+def without(options: Mapping[str, Any], removed: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` without the keys of ``removed``."""
+    return {key: value for key, value in options.items() if key not in removed}
+
+
+def stream_test_options(context: ConformanceContext, directory: Path) -> dict[str, Any]:
+    """Options of a stream over a new input of ``SPLITS`` splits, in small batches, with its
+    state in ``directory``."""
+    return {
+        **context.create_input(SPLITS),
+        **context.stream_options,
+        "stateLocation": str(directory / "state"),
+    }
+
+
+def mid_batch(checkpoint: Path) -> bool:
+    """Whether a micro-batch is logged but not committed, after at least one was committed."""
+    committed = last_batch(checkpoint / "commits")
+    return committed >= 0 and last_batch(checkpoint / "offsets") > committed
+
+
+def wait_for_job(job: Job, condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` every few milliseconds while ``job`` runs."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert job.running(), f"the job ended before {what}\n{job.tail()}"
+        assert time.monotonic() < deadline, f"no {what} within {timeout:.0f}s\n{job.tail()}"
+        time.sleep(0.005)
+
+
+def check_round_trips(
+    serializer: SimpleVersionedSerializer[Any], values: SearchStrategy[Any], what: str
+) -> None:
+    """Every value of ``values`` survives frame and unframe, and frames the same twice."""
+
+    @settings(
+        max_examples=100,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors],
+    )
+    @given(value=values)
+    def round_trip(value: Any) -> None:
+        data = frame(serializer, value)
+        assert unframe(serializer, data, what) == value
+        assert frame(serializer, value) == data, f"{what} framed to other bytes the second time"
+
+    round_trip()
+
+
+@dataclass(frozen=True)
+class GoldenFile:
+    """The golden files of one serializer: ``<prefix>_<kind>_v<version>.bin`` in ``directory``."""
+
+    directory: Path
+    prefix: str
+    kind: str
+    serializer: SimpleVersionedSerializer[Any]
+    value: Callable[[int], Any]
+
+    def path(self, version: int) -> Path:
+        return self.directory / f"{self.prefix}_{self.kind}_v{version}.bin"
+
+    def check_current(self) -> Path | None:
+        """Check today's version's file; write it if it is missing and return its path."""
+        version = self.serializer.version
+        path = self.path(version)
+        written = not path.exists()
+        if written:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(frame(self.serializer, self.value(version)))
+        self.check(version)
+        return path if written else None
+
+    def check_older(self) -> list[Path]:
+        """Check the files of every older version there is; return their paths."""
+        older = [v for v in range(1, self.serializer.version) if self.path(v).exists()]
+        for version in older:
+            self.check(version)
+        return [self.path(v) for v in older]
+
+    def check(self, version: int) -> None:
+        path = self.path(version)
+        value = unframe(self.serializer, path.read_bytes(), f"the golden file {path}")
+        expected = self.value(version)
+        assert value == expected, f"{path} reads as {value!r}, not {expected!r}"
+
+
+def golden_files(context: ConformanceContext) -> list[GoldenFile]:
+    """The split's and the state's golden files of the context's source."""
+
+    directory = context.golden_directory
+    if directory is None:
+        pytest.skip("the context names no golden_directory")
+    source = source_of(context, context.create_input(1))
+    prefix = context.golden_prefix or context.source_class.name
+    return [
+        GoldenFile(directory, prefix, "split", source.split_serializer(), context.golden_split),
+        GoldenFile(
+            directory,
+            prefix,
+            "state",
+            source.enumerator_state_serializer(),
+            context.golden_state,
+        ),
+    ]
+
+
+def check_wakeups(context: ConformanceContext, options: Mapping[str, Any]) -> None:
+    """The wakeup contract of the source's split reader, on its first micro-batch's ranges."""
+    driver = stream_reader(context.source_class, options)
+    try:
+        start = logged(driver.initialOffset())
+        end = next_batch(driver, start)
+        ranges = partition_splits(driver, driver.partitions(start, end))
+        source = driver.source
+        schema = arrow_schema(driver.schema)
+        records = _read_woken(source.create_reader(schema), ranges)
+        undisturbed = read_all_of(source.create_reader(schema), ranges)
+        assert_same_rows(rows_of(context, records), rows_of(context, undisturbed))
+        waiting = _waiting_split(source)
+        if waiting is not None:
+            _check_blocked_fetch(source.create_reader(schema), waiting)
+    finally:
+        driver.stop()
+
+
+def read_all_of(reader: SplitReader[Any], splits: Sequence[SourceSplit]) -> list[dict[str, Any]]:
+    """Every record ``reader`` reads from ``splits``, fetch after fetch; then it is closed."""
+    try:
+        return _fetch_all(reader, splits, _LONG_FETCH / 2)
+    finally:
+        reader.close()
+
+
+def _fetch_all(
+    reader: SplitReader[Any], splits: Sequence[SourceSplit], longest: float
+) -> list[dict[str, Any]]:
+    """Fetch until every split of ``splits`` is finished; no fetch may take ``longest``."""
+    unfinished = {split.split_id for split in splits}
+    records: list[dict[str, Any]] = []
+    reader.handle_splits_changes(SplitsAddition(list(splits)))
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while unfinished:
+        assert time.monotonic() < deadline, f"splits {sorted(unfinished)} never finished"
+        started = time.monotonic()
+        fetched = reader.fetch(_LONG_FETCH)
+        took = time.monotonic() - started
+        assert took < longest, f"a fetch took {took:.2f}s, more than {longest:.2f}s"
+        for batches in fetched.batches.values():
+            for batch in batches:
+                records.extend(batch.to_pylist())
+        unfinished -= fetched.finished
+    return records
+
+
+def _read_woken(reader: SplitReader[Any], splits: Sequence[SourceSplit]) -> list[dict[str, Any]]:
+    """Read ``splits`` on another thread with a wakeup before the first fetch and every few
+    milliseconds after; each fetch must return within ``WAKEUP_LATENCY``."""
+    result: list[dict[str, Any]] = []
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            result.extend(_fetch_all(reader, splits, WAKEUP_LATENCY))
+        except BaseException as error:
+            failure.append(error)
+
+    try:
+        reader.wakeup()  # before any fetch: the first must not wait
+        thread = threading.Thread(target=read, name="wakeup-check", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            reader.wakeup()
+            thread.join(0.02)
+    finally:
+        reader.close()
+    if failure:
+        raise AssertionError(f"reading with wakeups failed: {failure[0]!r}") from failure[0]
+    return result
+
+
+def _waiting_split(source: Source[Any, Any]) -> SourceSplit | None:
+    """A range past what an unbounded split can read now (a fetch of it must wait), if the
+    source streams unbounded splits."""
+    if Boundedness.CONTINUOUS_UNBOUNDED not in source.supported_boundedness:
+        return None
+    enumerator = source.create_enumerator(EnumeratorContext(ReadMode.STREAM))
+    enumerator.start()
+    try:
+        if isinstance(enumerator, PeriodicSplitEnumerator):
+            enumerator.handle_discovered_splits(enumerator.discover_more_splits())
+        unbounded = [s for s in enumerator.next_splits() if s.end_position() is None]
+        if not unbounded:
+            return None
+        split = unbounded[0]
+        readable = enumerator.latest_positions([split])[split.split_id]
+        waiting: SourceSplit = split.with_range(readable, readable + _BEYOND)
+        return waiting
+    finally:
+        enumerator.close()
+
+
+def _check_blocked_fetch(reader: SplitReader[Any], split: SourceSplit) -> None:
+    """A fetch waiting for records that do not exist yet returns within ``WAKEUP_LATENCY`` of
+    a wakeup."""
+    returned = threading.Event()
+    failure: list[BaseException] = []
+
+    def fetch() -> None:
+        try:
+            reader.fetch(_LONG_FETCH)
+        except BaseException as error:
+            failure.append(error)
+        finally:
+            returned.set()
+
+    try:
+        reader.handle_splits_changes(SplitsAddition([split]))
+        thread = threading.Thread(target=fetch, name="blocked-fetch", daemon=True)
+        thread.start()
+        time.sleep(0.5)  # let the fetch block
+        woken = time.monotonic()
+        reader.wakeup()
+        assert returned.wait(_LONG_FETCH), "a blocked fetch ignored wakeup()"
+        took = time.monotonic() - woken
+        assert not failure, f"the blocked fetch failed: {failure[0]!r}"
+        assert took < WAKEUP_LATENCY, f"a blocked fetch returned {took:.2f}s after wakeup()"
+    finally:
+        reader.close()

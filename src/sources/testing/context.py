@@ -1,0 +1,142 @@
+"""What the conformance suite asks of a source: the :class:`ConformanceContext` an
+author fills in, and the :class:`Case` names that ``unsupported`` declares."""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sources.api import Source
+from sources.split import SourceSplit
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+__all__ = ["Case", "ConformanceContext", "assert_same_rows"]
+
+
+class Case(enum.StrEnum):
+    """The cases of the suite; each is one test method, ``test_<value>``."""
+
+    SINGLE_SPLIT = "single_split"
+    """A bounded ``spark.read`` (and ``read_all``) of one split gives the expected rows."""
+    MULTIPLE_SPLITS = "multiple_splits"
+    """The same for several splits."""
+    IDLE_READER = "idle_reader"
+    """One split, asked for more partitions than splits, on more cores than splits."""
+    STOP_AND_RESUME = "stop_and_resume"
+    """A stream stopped with ``stop_gracefully`` and resumed: no row lost or repeated."""
+    SCALE_UP_AND_DOWN = "scale_up_and_down"
+    """A stream restarted with other partitioning and admission options, exactly once."""
+    DRIVER_KILL = "driver_kill"
+    """The driver SIGKILLed in the middle of a micro-batch, then restarted: exactly once."""
+    WORKER_KILL = "worker_kill"
+    """A Python worker SIGKILLed in the middle of a read, then retried: exactly once."""
+    SERIALIZER_ROUND_TRIP = "serializer_round_trip"
+    """Any split and any state (from the context's strategies) survive frame and unframe."""
+    GOLDEN_FILES = "golden_files"
+    """The golden files of the current serializer versions still read as their values."""
+    OLDER_VERSIONS = "older_versions"
+    """The golden files of older serializer versions still read as their values."""
+    DETERMINISTIC_PLANNING = "deterministic_planning"
+    """The same ``(start, end)`` offsets plan the same partitions and rows, on a new driver."""
+    DETERMINISTIC_INITIAL_OFFSET = "deterministic_initial_offset"
+    """The initial offset is the same across restarts before the first commit."""
+    WAKEUP_LATENCY = "wakeup_latency"
+    """``wakeup()`` makes a blocked ``fetch`` return promptly, also when called before it."""
+
+
+class ConformanceContext(ABC):
+    """What the suite needs of one source: how to make test data and what it reads as.
+
+    One context serves one test; ``create_input`` may be called more than once
+    in it (each call makes a new input). ``directory`` is the test's own
+    temporary directory, for files, databases or state the context needs.
+    """
+
+    source_class: ClassVar[type[Source[Any, Any]]]
+    """The source under test; the suite registers it with Spark."""
+
+    stream_options: ClassVar[Mapping[str, Any]] = {}
+    """Admission options that make a stream read the test data in several small
+    micro-batches, such as ``{"maxRecordsPerTrigger": 500}`` or
+    ``{"maxSplitsPerTrigger": 1}``. The scale case halves, then doubles, their
+    integer values between runs."""
+
+    golden_directory: ClassVar[Path | None] = None
+    """Where the golden files live (commit them); ``None`` skips the golden cases."""
+
+    golden_prefix: ClassVar[str | None] = None
+    """The golden files are ``<prefix>_split_v<version>.bin`` and
+    ``<prefix>_state_v<version>.bin``; ``None``: the source's ``name``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @abstractmethod
+    def create_input(self, splits: int) -> Mapping[str, Any]:
+        """Make a new input of ``splits`` splits holding test records; return the options
+        that read it (``spark.read.format(...).options(**returned)``).
+
+        Every split should hold a few hundred to a few thousand records: the stream
+        cases need several micro-batches of ``stream_options``, and the kill cases
+        run real Spark drivers."""
+
+    def append(self, split: int) -> None:
+        """Write more test records into split ``split`` of the last input, which a running
+        or restarted stream reads; ``expected_rows`` includes them from now on.
+
+        The default does nothing: the input cannot grow (numbers, generated data)."""
+        return
+
+    def expected_rows(self) -> Iterable[Hashable]:
+        """Every row (as :meth:`row` makes it) that the last input holds, in any order."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement expected_rows() or check_rows()"
+        )
+
+    def row(self, record: Mapping[str, Any]) -> Hashable:
+        """The row compared for one record read (column name → value). Default: its values."""
+        return tuple(record.values())
+
+    def check_rows(self, rows: Sequence[Hashable]) -> None:
+        """Assert that ``rows``, all a read or stream produced, hold each expected row once.
+
+        Override for data that is not known in advance (a source that generates rows
+        with the clock) with a check of its own for lost and repeated rows."""
+        assert_same_rows(rows, self.expected_rows())
+
+    @abstractmethod
+    def splits(self) -> SearchStrategy[SourceSplit]:
+        """A hypothesis strategy of this source's splits."""
+
+    @abstractmethod
+    def states(self) -> SearchStrategy[Any]:
+        """A hypothesis strategy of this source's enumerator states."""
+
+    def golden_split(self, version: int) -> SourceSplit:
+        """The split written into the golden file of split serializer ``version``: choose
+        values that exercise the format (limits, non-ASCII text, empty parts)."""
+        raise NotImplementedError(f"{type(self).__name__} gives no golden split")
+
+    def golden_state(self, version: int) -> Any:
+        """The enumerator state written into the golden file of state serializer ``version``."""
+        raise NotImplementedError(f"{type(self).__name__} gives no golden state")
+
+
+def assert_same_rows(rows: Iterable[Hashable], expected: Iterable[Hashable]) -> None:
+    """Assert that ``rows`` and ``expected`` hold the same rows, each as often."""
+    found, wanted = Counter(rows), Counter(expected)
+    if found == wanted:
+        return
+    lost = wanted - found
+    repeated = found - wanted
+    raise AssertionError(
+        f"{sum(found.values())} rows read, {sum(wanted.values())} expected; "
+        f"{sum(lost.values())} lost (e.g. {list(lost)[:5]}), "
+        f"{sum(repeated.values())} extra or repeated (e.g. {list(repeated)[:5]})"
+    )

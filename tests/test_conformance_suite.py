@@ -1,0 +1,124 @@
+"""The conformance suite catches the mistakes it is there for, and skips what is declared.
+
+Each test gives the suite a source with one deliberate fault and calls a case by hand,
+without Spark: the case must fail, naming the fault.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from enumerators.base import EnumeratorContext
+from enumerators.static import StaticSplitEnumerator
+from readers.base import RecordsBySplit
+from readers.numbers import NumberSequenceSplitReader
+from sources.numbers import NumberSequenceSource
+from sources.serialization import frame
+from sources.splits.numbers import NumberSequenceSplit, NumberSequenceSplitSerializer
+from sources.testing.conformance import Case, SourceConformanceSuite
+from test_conformance import NumbersContext
+
+_CALLS = itertools.count()
+
+
+class Suite(SourceConformanceSuite):
+    """The suite, called by hand (not collected: no ``Test`` prefix)."""
+
+
+class DriftingNumbers(NumberSequenceSource):
+    """Each new enumerator's state differs: an initial offset that is not deterministic."""
+
+    name = "driftingnumbers"
+
+    def create_enumerator(self, context: EnumeratorContext) -> Any:
+        extra = NumberSequenceSplit(1_000 + next(_CALLS), 1, 0)  # empty, but new every time
+        return StaticSplitEnumerator([*super().create_enumerator(context).next_splits(), extra])
+
+
+class DrowsyReader(NumberSequenceSplitReader):
+    """Sleeps through its fetches whatever ``wakeup()`` says."""
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        time.sleep(min(timeout, 2.0))
+        return super().fetch(timeout)
+
+
+class DrowsyNumbers(NumberSequenceSource):
+    name = "drowsynumbers"
+
+    def create_reader(self, schema: Any) -> DrowsyReader:
+        return DrowsyReader()
+
+
+class ForgetfulSerializer(NumberSequenceSplitSerializer):
+    """Forgets where a split ends."""
+
+    def deserialize(self, version: int, data: bytes) -> NumberSequenceSplit:
+        split = super().deserialize(version, data)
+        return NumberSequenceSplit(split.index, split.start, split.start)
+
+
+class ForgetfulNumbers(NumberSequenceSource):
+    name = "forgetfulnumbers"
+
+    def split_serializer(self) -> ForgetfulSerializer:
+        return ForgetfulSerializer()
+
+
+def context_of(source_class: type[NumberSequenceSource], directory: Path) -> NumbersContext:
+    context = NumbersContext(directory)
+    context.source_class = source_class  # type: ignore[misc]
+    return context
+
+
+def test_a_declared_case_is_skipped_with_its_reason(tmp_path: Path) -> None:
+    class Declaring(SourceConformanceSuite):
+        unsupported = {Case.WAKEUP_LATENCY: "the reader has nothing to wait for"}  # noqa: RUF012
+
+    with pytest.raises(pytest.skip.Exception, match="nothing to wait for"):
+        Declaring().test_wakeup_latency(NumbersContext(tmp_path), tmp_path)
+
+
+def test_an_initial_offset_that_changes_between_drivers_fails(tmp_path: Path) -> None:
+    context = context_of(DriftingNumbers, tmp_path)
+    with pytest.raises(AssertionError):
+        Suite().test_deterministic_initial_offset(context, tmp_path)
+
+
+def test_a_reader_that_sleeps_through_wakeups_fails(tmp_path: Path) -> None:
+    context = context_of(DrowsyNumbers, tmp_path)
+    with pytest.raises(AssertionError, match=r"a fetch took \d\.\d+s, more than 1\.00s"):
+        Suite().test_wakeup_latency(context, tmp_path)
+
+
+def test_a_serializer_that_loses_a_field_fails_the_round_trip(tmp_path: Path) -> None:
+    context = context_of(ForgetfulNumbers, tmp_path)
+    with pytest.raises(AssertionError):
+        Suite().test_serializer_round_trip(context)
+
+
+def test_a_missing_golden_file_is_written_once_then_checked(tmp_path: Path) -> None:
+    class Golden(NumbersContext):
+        golden_directory = tmp_path / "golden"
+
+        def golden_split(self, version: int) -> Any:
+            return NumberSequenceSplit(7, -5, 10)
+
+        def golden_state(self, version: int) -> Any:
+            return [NumberSequenceSplit(0, 0, 99)]
+
+    with pytest.raises(pytest.skip.Exception, match="wrote the missing golden files"):
+        Suite().test_golden_files(Golden(tmp_path))
+    written = (tmp_path / "golden" / "numbers_split_v1.bin").read_bytes()
+    Suite().test_golden_files(Golden(tmp_path))  # now read, not written
+    assert (tmp_path / "golden" / "numbers_split_v1.bin").read_bytes() == written
+
+    other = frame(NumberSequenceSplitSerializer(), NumberSequenceSplit(7, -5, 11))
+    (tmp_path / "golden" / "numbers_split_v1.bin").write_bytes(other)
+    with pytest.raises(AssertionError, match=r"numbers_split_v1\.bin reads as"):
+        Suite().test_golden_files(Golden(tmp_path))
