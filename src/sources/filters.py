@@ -66,7 +66,6 @@ _SUBSTRINGS = {
     StringEndsWith: pc.ends_with,
     StringContains: pc.match_substring,
 }
-_NULL = pa.scalar(None, pa.bool_())
 
 
 def column_of(filter: Filter) -> str | None:
@@ -179,5 +178,6 @@ def _in(column: pc.Expression, kind: pa.DataType, values: Sequence[Any]) -> pc.E
     if pa.types.is_floating(kind) and 0 in present:
         return None  # a hash lookup tells 0.0 from -0.0; Spark does not
     found = pc.is_in(column, value_set=pa.array(present, kind))
-    miss = _NULL if any(value is None for value in values) else pa.scalar(False)
-    return pc.if_else(column.is_valid(), pc.if_else(found, True, miss), _NULL)
+    null = pa.scalar(None, pa.bool_())
+    miss = null if any(value is None for value in values) else pa.scalar(False)
+    return pc.if_else(column.is_valid(), pc.if_else(found, True, miss), null)

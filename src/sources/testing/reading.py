@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -10,8 +10,9 @@ from pyspark import cloudpickle
 from pyspark.sql.types import StructType
 
 from sources.api import Source
+from sources.filters import Filter
 from sources.spark.datasource import data_source_for
-from sources.spark.partitions import arrow_schema
+from sources.spark.partitions import SplitPartitionReading, arrow_schema
 from sources.testing.ddl import parse_ddl
 
 __all__ = ["read_all", "shipped"]
@@ -21,6 +22,7 @@ def read_all(
     source_class: type[Source[Any, Any]],
     options: Mapping[str, Any] | None = None,
     schema: StructType | str | None = None,
+    filters: Sequence[Filter] = (),
 ) -> pa.Table:
     """Every row ``spark.read.format(...).options(**options).load()`` returns, read here.
 
@@ -29,12 +31,17 @@ def read_all(
     the reader and each partition pickled as they are shipped to an executor,
     then read. ``schema`` stands for ``.schema(...)``; without it the source's own.
     Option values may be any objects; they are passed as their ``str``, as Spark does.
+    ``filters`` are pushed to the source as Spark pushes a query's ``where``
+    (:meth:`~sources.api.Source.push_filters`); the rows are those the source reads,
+    before Spark would apply the filters it returns.
     """
     given = {key: str(value) for key, value in (options or {}).items()}
     data_source = data_source_for(source_class)(given)
     declared = data_source.schema() if schema is None else schema
     struct = parse_ddl(declared) if isinstance(declared, str) else declared
     reader = data_source.reader(struct)
+    if filters and isinstance(reader, SplitPartitionReading):
+        reader.source, _ = reader.source.push_filters(list(filters), arrow_schema(struct))
     partitions = reader.partitions()
     on_executor = shipped(reader)
     batches = [batch for p in partitions for batch in on_executor.read(shipped(p))]
