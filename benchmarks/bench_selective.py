@@ -9,18 +9,25 @@ run by ``spark.read.format("splitsource.files")`` with ``pushFilters=true`` (a f
 after a warm-up; medians of ``--runs``. Each line ends ``ratio ...: X.XX`` (Spark's time
 over ours; above 1.00 splitsource is faster), and the last line is
 ``ratio splitsource/spark selective min: X.XX``, the smallest of the Parquet ratios
-of the partition, range, column-subset and full-scan queries.
+of the partition, range, column-subset and full-scan queries. With ``--kafka-records``
+(default 2,000,000; 0 leaves it out) it also starts a Kafka broker
+(``tests/helpers/kafka_broker.py``) and compares a bounded read of one partition's
+most recent records with Spark's Kafka source.
 
 Run it from the project root::
 
     .venv/bin/python benchmarks/bench_selective.py [--rows 3000000] [--runs 3] [--cache DIR]
+        [--kafka-records 2000000]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +39,16 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from helpers.kafka_broker import KafkaBroker
+from helpers.maven import spark_kafka_jars
 from sources.files import FileSource
+from sources.kafka import KafkaSource
 from sources.spark import local_session, register
 
 DAYS = 30
+KAFKA_TOPIC = "selective"
 DATA_COLUMNS = [f"c{i}" for i in range(9)]
 SCHEMA = "id BIGINT, " + ", ".join(f"{c} DOUBLE" for c in DATA_COLUMNS) + ", day DATE"
 
@@ -157,37 +170,82 @@ def timed(run: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def compare(name: str, runners: dict[str, Callable[[], Any]], runs: int, label: str) -> float:
+    """Spark's median time over ours for one query, after a warm-up that checks the results."""
+    results = {who: run() for who, run in runners.items()}
+    assert _same(results["splitsource"], results["spark"]), (name, results)
+    times: dict[str, list[float]] = {who: [] for who in runners}
+    for _ in range(runs):
+        for who, run in runners.items():
+            times[who].append(timed(run)[0])
+    medians = {who: statistics.median(t) for who, t in times.items()}
+    ratio = medians["spark"] / medians["splitsource"]
+    print(
+        f"{label:8s} {name:34s} splitsource {medians['splitsource']:6.2f}s  "
+        f"spark {medians['spark']:6.2f}s  ratio {name}: {ratio:.2f}",
+        flush=True,
+    )
+    return ratio
+
+
+def kafka_filtered(spark: SparkSession, broker: KafkaBroker, records: int, runs: int) -> float:
+    """A bounded read of one partition's most recent records against Spark's Kafka source.
+
+    The topic gets ``records`` values in 8 partitions; the query keeps partition 3's
+    records written in the last fifth of the time the topic took to fill.
+    """
+    broker.create_topic(KAFKA_TOPIC, partitions=8)
+    began = time.time()
+    broker.fill(KAFKA_TOPIC, records=records)
+    since_ms = int((began + (time.time() - began) * 0.8) * 1000)
+    where = f"partition = 3 and timestamp >= timestamp_millis({since_ms})"
+
+    def runner(fmt: str, **extra: str) -> Callable[[], Any]:
+        def run() -> Any:
+            reader = spark.read.format(fmt).option("kafka.bootstrap.servers", broker.bootstrap)
+            frame = reader.option("subscribe", KAFKA_TOPIC).options(**extra).load()
+            return frame.where(where).selectExpr("count(*)", "max(offset)").collect()
+
+        return run
+
+    runners = {
+        "splitsource": runner("splitsource.kafka", pushFilters="true"),
+        "spark": runner("kafka"),
+    }
+    return compare("one partition, recent records", runners, runs, "kafka")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=3_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=Path(".bench-cache/selective"))
+    parser.add_argument(
+        "--kafka-records", type=int, default=2_000_000, help="0 leaves the Kafka query out"
+    )
     args = parser.parse_args()
     generate(args.cache, args.rows)
-    spark = local_session("local[2]", "bench-selective")
-    register(spark, FileSource)
-    ratios: dict[str, float] = {}
-    for name, fmt, schema, query in QUERIES:
-        path = args.cache / fmt
-        runners = {
-            who: _runner(reader, spark, fmt, path, schema, query)
-            for who, reader in (("splitsource", ours), ("spark", sparks))
-        }
-        results = {who: run() for who, run in runners.items()}  # warm-up, and the check
-        assert _same(results["splitsource"], results["spark"]), (name, results)
-        times: dict[str, list[float]] = {who: [] for who in runners}
-        for _ in range(args.runs):
-            for who, run in runners.items():
-                times[who].append(timed(run)[0])
-        medians = {who: statistics.median(t) for who, t in times.items()}
-        ratios[name] = medians["spark"] / medians["splitsource"]
-        print(
-            f"{fmt:8s} {name:34s} splitsource {medians['splitsource']:6.2f}s  "
-            f"spark {medians['spark']:6.2f}s  ratio {name}: {ratios[name]:.2f}",
-            flush=True,
-        )
-    print(f"ratio splitsource/spark selective min: {min(ratios[n] for n in TARGETED):.2f}")
-    spark.stop()
+    with contextlib.ExitStack() as stack:
+        conf = {}
+        broker = None
+        if args.kafka_records:
+            temp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            broker = stack.enter_context(KafkaBroker(temp / "broker"))
+            conf["spark.jars"] = ",".join(str(jar) for jar in spark_kafka_jars())
+        spark = local_session("local[2]", "bench-selective", conf)
+        register(spark, FileSource, KafkaSource)
+        ratios: dict[str, float] = {}
+        for name, fmt, schema, query in QUERIES:
+            path = args.cache / fmt
+            runners = {
+                who: _runner(reader, spark, fmt, path, schema, query)
+                for who, reader in (("splitsource", ours), ("spark", sparks))
+            }
+            ratios[name] = compare(name, runners, args.runs, fmt)
+        if broker is not None:
+            kafka_filtered(spark, broker, args.kafka_records, args.runs)
+        print(f"ratio splitsource/spark selective min: {min(ratios[n] for n in TARGETED):.2f}")
+        spark.stop()
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from helpers.jobs import Job, assert_every_number_once
+from sources.testing.streams import last_batch
 
 pytestmark = pytest.mark.spark
 
@@ -148,19 +149,6 @@ FINAL_TIMEOUT = 300.0
 MAX_KILL_DELAY = 2.0
 """A restarted query's first micro-batch takes a few seconds, later ones about half a
 second on two cores: kills land in either, or between two."""
-
-
-def batch_ids(directory: Path) -> list[int]:
-    """The batch ids logged in a Spark metadata log (``offsets``, ``commits``, a sink log)."""
-    if not directory.is_dir():
-        return []
-    names = (p.name.removesuffix(".compact") for p in directory.iterdir())
-    return sorted(int(name) for name in names if name.isdigit())
-
-
-def last_batch(directory: Path) -> int:
-    ids = batch_ids(directory)
-    return ids[-1] if ids else -1
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, job: Job) -> None:

@@ -110,10 +110,9 @@ def test_hive_partitions_and_globs_on_s3(spark: SparkSession, s3: S3Server, buck
             with fs.open(f"{bucket}/events/day={day}/hour={hour}/part.parquet", "wb") as out:
                 pq.write_table(table, out)
     frame = files_read(spark, s3, "parquet").load(f"s3://{bucket}/events")
-    rows = sorted((row.day, str(row.hour), row.id) for row in frame.collect())
-    assert rows == [
-        (day, str(hour), hour) for day in ("2024-01-01", "2024-01-02") for hour in (0, 1)
-    ]
+    assert frame.schema.simpleString() == "struct<id:bigint,day:date,hour:int>"
+    rows = sorted((str(row.day), row.hour, row.id) for row in frame.collect())
+    assert rows == [(day, hour, hour) for day in ("2024-01-01", "2024-01-02") for hour in (0, 1)]
     one_day = files_read(spark, s3, "parquet").load(f"s3://{bucket}/events/day=2024-01-02/*")
     assert one_day.count() == 2
 
