@@ -29,8 +29,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public
+    AdminClient,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
 
 from helpers.maven import kafka_broker_jars
 from helpers.ports import free_ports
@@ -375,7 +380,11 @@ class KafkaBroker(Service):
             )
 
     def _wait_until_ready(self) -> None:
-        """Wait until this broker (its cluster id, not another process on the port) serves."""
+        """Wait until this broker (its cluster id, not another process on the port) serves.
+
+        Serving means every partition answers an offset request: after a restart the
+        broker answers metadata before it has taken back leadership of its partitions.
+        """
         meta = (self.directory / "data" / "meta.properties").read_text()
         cluster_id = re.search(r"^cluster\.id=(.+)$", meta, re.MULTILINE)
         deadline = time.monotonic() + self.start_timeout
@@ -388,7 +397,12 @@ class KafkaBroker(Service):
                 )
             try:
                 metadata = admin.list_topics(timeout=2)
-                if metadata.brokers and cluster_id and metadata.cluster_id == cluster_id[1]:
+                if (
+                    metadata.brokers
+                    and cluster_id
+                    and metadata.cluster_id == cluster_id[1]
+                    and self._leads_every_partition(admin, metadata)
+                ):
                     return
             except KafkaException:
                 pass
@@ -398,6 +412,25 @@ class KafkaBroker(Service):
             f"The Kafka broker did not serve clients on {self.bootstrap} within "
             f"{self.start_timeout:.0f} s. Its log ({self.log_file}) ends:\n{self._log_tail()}"
         )
+
+    @staticmethod
+    def _leads_every_partition(admin: AdminClient, metadata: Any) -> bool:
+        partitions = [
+            TopicPartition(name, p)
+            for name, topic in metadata.topics.items()
+            if not name.startswith("__")
+            for p in topic.partitions
+        ]
+        if not partitions:
+            return True
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        futures = admin.list_offsets({tp: latest for tp in partitions}, request_timeout=2)
+        try:
+            for future in futures.values():
+                future.result()
+        except KafkaException:
+            return False
+        return True
 
     def _log_tail(self, lines: int = 40) -> str:
         try:
