@@ -234,6 +234,22 @@ def test_dropped_lines_are_counted_in_a_warning_naming_the_file(
     assert "the first at line 2" in caplog.text
 
 
+def test_malformed_multiline_records_are_counted_from_their_first_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b'id,name\n1,"a\nb"\n2\n3,"c\nd",extra\n4,e\n')
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+    options = FormatOptions("csv", schema, header=True, multi_line=True, mode="DROPMALFORMED")
+
+    with caplog.at_level(logging.WARNING, logger="splitsource.files"):
+        batches = list(read_range(LocalFileSystem(), str(path), 0, path.stat().st_size, options))
+
+    assert [row["id"] for batch in batches for row in batch.to_pylist()] == [1, 4]
+    assert f"dropped 2 malformed line(s) of '{path}'" in caplog.text
+    assert "the first at line 4" in caplog.text
+
+
 def test_storage_options_reach_the_filesystem_and_never_the_checkpoint(
     spark: SparkSession, tmp_path: Path
 ) -> None:

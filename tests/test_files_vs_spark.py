@@ -155,6 +155,91 @@ def test_json_reads_like_spark(spark: SparkSession, tmp_path: Path, case: str) -
     same_as_spark(spark, "json", tmp_path / "data.json", schema=schema, **options)
 
 
+MULTILINE_CSV: dict[str, tuple[bytes, dict[str, str]]] = {
+    "too few and too many values, a bad number, quoted line breaks": (
+        b'a,b\n1,"x\ny"\n2\n3,z,extra\nbad,w\n4,"p\nq"\n5,"m\nn",6\nbad,"r\ns"\n',
+        {"header": "true"},
+    ),
+    "a line of white space is a record": (b'a,b\n1,"x\ny"\n  \n2,z\n', {"header": "true"}),
+    "escaped quotes": (b'a,b\n1,"q\\"x\ny"\n2\n3,"\\\\"\n', {"header": "true", "escape": "\\"}),
+    "comments": (b'#c\n1,"x\n#y"\n#z\n2\n3,w\n', {"comment": "#"}),
+}
+
+
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+@pytest.mark.parametrize("schema", ["a int, b string", "a int, b string, _corrupt_record string"])
+@pytest.mark.parametrize("case", list(MULTILINE_CSV))
+def test_multiline_csv_malformed_records_read_like_spark(
+    spark: SparkSession, tmp_path: Path, case: str, schema: str, mode: str
+) -> None:
+    data, options = MULTILINE_CSV[case]
+    (tmp_path / "data.csv").write_bytes(data)
+    same_as_spark(
+        spark, "csv", tmp_path / "data.csv", schema=schema, multiLine="true", mode=mode, **options
+    )
+
+
+def test_multiline_csv_failfast_names_the_file_and_record(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    (tmp_path / "data.csv").write_bytes(b'a,b\n1,"x\ny"\n2,"p\nq",extra\n3,z\n')
+    options = {"header": "true", "multiLine": "true", "mode": "FAILFAST"}
+    with pytest.raises(Exception, match=r"data\.csv' at line 4 .*Expected 2 columns"):
+        files(spark, "csv", tmp_path, schema="a int, b string", **options).collect()
+
+
+MULTILINE_JSON = {
+    "a.json": b'[\n {"a": 1, "b": "x"},\n {"a": 2}\n]\n',
+    "b.json": b'{\n "a": 3,\n "b": \n',  # cut short
+    "c.json": b'{"a": 4,\n "b": "y"}',
+    "d.json": b'[{"a": 5}, {"a": "six", "b": "z"}]',  # a value of the wrong type
+    "e.json": b'[{"a": 7}, 8]',  # an element that is not an object
+}
+
+
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+@pytest.mark.parametrize(
+    "schema", ["a bigint, b string", "a bigint, b string, _corrupt_record string"]
+)
+def test_multiline_json_malformed_files_read_like_spark(
+    spark: SparkSession, tmp_path: Path, schema: str, mode: str
+) -> None:
+    for name, data in MULTILINE_JSON.items():
+        (tmp_path / name).write_bytes(data)
+    same_as_spark(spark, "json", tmp_path, schema=schema, multiLine="true", mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+def test_multiline_json_schema_inferred_past_a_malformed_file_like_spark(
+    spark: SparkSession, tmp_path: Path, mode: str
+) -> None:
+    """Inference reads the first file in path order: here the malformed one, which gives
+    Spark's corrupt-record column (PERMISSIVE) and no fields; the next file gives them."""
+    for order, name in enumerate(("b.json", "a.json", "c.json")):
+        (tmp_path / f"{order}.json").write_bytes(MULTILINE_JSON[name])
+    same_as_spark(spark, "json", tmp_path, multiLine="true", mode=mode)
+
+
+@pytest.mark.parametrize(("fmt", "data"), [("csv", b"x,y\n1,2\n"), ("json", b'{"x": 1}\n')])
+def test_schema_inferred_past_an_empty_first_file_like_spark(
+    spark: SparkSession, tmp_path: Path, fmt: str, data: bytes
+) -> None:
+    (tmp_path / f"a.{fmt}").write_bytes(b"")
+    (tmp_path / f"b.{fmt}").write_bytes(data)
+    same_as_spark(spark, fmt, tmp_path, header="true")
+
+
+@pytest.mark.parametrize("schema", [None, "a bigint, b string"])
+def test_multiline_json_failfast_names_the_malformed_file(
+    spark: SparkSession, tmp_path: Path, schema: str | None
+) -> None:
+    for name in ("a.json", "b.json", "c.json"):
+        (tmp_path / name).write_bytes(MULTILINE_JSON[name])
+    options = {"multiLine": "true", "mode": "FAILFAST"}
+    with pytest.raises(Exception, match=r"b\.json"):
+        files(spark, "json", tmp_path, schema=schema, **options).collect()
+
+
 @pytest.mark.parametrize(
     "options", [{}, {"wholetext": "true"}, {"lineSep": "\n"}], ids=["lines", "wholetext", "lineSep"]
 )

@@ -102,7 +102,7 @@ class CorruptFileError(FileReadError):
 
 
 class MalformedRecordError(FileReadError):
-    """A record (a line) does not parse or fit the schema (``mode``)."""
+    """A CSV or JSON record (a line, or a ``multiLine`` one) does not parse or fit (``mode``)."""
 
 
 class KafkaConnectionError(SplitSourceError, ConnectionError):

@@ -118,7 +118,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         Option("mode", _mode, "csv, json: PERMISSIVE, DROPMALFORMED or FAILFAST", "PERMISSIVE"),
         Option.string(
             "columnNameOfCorruptRecord",
-            "csv, json: the column that holds malformed lines with mode PERMISSIVE",
+            "csv, json: the column that holds malformed records with mode PERMISSIVE",
             default="_corrupt_record",
         ),
         Option.boolean(
@@ -243,9 +243,16 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         return from_arrow_schema(pa.schema([*data, *partitions]))
 
     def _data_schema(self, files: list[ListedFile]) -> pa.Schema:
-        """Inferred from the first file in path order, or from every file with ``mergeSchema``;
-        files that ``ignoreCorruptFiles``/``ignoreMissingFiles`` skip are left out."""
+        """Inferred from the first file in path order that has columns, or from every file
+        with ``mergeSchema``; files that ``ignoreCorruptFiles``/``ignoreMissingFiles`` skip
+        are left out.
+
+        A file of no records, or of one malformed record (JSON ``multiLine``), has no
+        columns: the next file's schema is used, with the corrupt-record column if such a
+        file gave it (only JSON infers it; its fields are sorted by name, as Spark's).
+        """
         found = []
+        corrupt = self.read.format.corrupt_column
         for file in files:
             try:
                 schema = infer_schema(self.storage.fs, file.path, self.read.format)
@@ -254,9 +261,15 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
                     raise
                 _LOG.warning("splitsource.files: inference skipped '%s': %s", file.path, error)
                 continue
-            if not self.read.format.merge_schema:
-                return schema
             found.append(schema)
+            if not self.read.format.merge_schema and set(schema.names) - {corrupt}:
+                break
+        if found and not self.read.format.merge_schema:
+            schema = found[-1]
+            added = [s.field(corrupt) for s in found[:-1] if corrupt in s.names]
+            if added and corrupt not in schema.names:
+                schema = pa.schema(sorted([*schema, added[0]], key=lambda field: field.name))
+            return schema
         if not found:
             raise InvalidOptionError(
                 self.format_name(),

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from readers.formats.line_format import RecordFormat, with_block_size
+from readers.formats.lines import line_ends
 from readers.formats.malformed import Malformed, check_one_per_line, conform, file_schema
 from readers.formats.options import FormatOptions, invalid_option
 from readers.formats.values import (
@@ -60,7 +61,23 @@ class CsvFormat(RecordFormat):
         """With ``multiLine``: quoted values may hold line breaks."""
         return options.multi_line
 
+    def record_ends(self, data: bytes, options: FormatOptions) -> np.ndarray:
+        """The ends of the lines; with ``multiLine``, of those not inside a quoted value."""
+        ends = line_ends(data)
+        if not options.multi_line or not len(ends):
+            return ends
+        quotes = _quotes(data, options)
+        newlines = ends[:-1] if data[-1:] != b"\n" else ends  # the last end may be the data's
+        outside = np.searchsorted(quotes, newlines - 1) % 2 == 0
+        kept = newlines[outside]
+        return kept if len(kept) and kept[-1] == len(data) else np.append(kept, len(data))
+
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
+        if options.multi_line:
+            # Spark's multiLine skips comments, and reads a blank line as a record.
+            if options.comment is not None:
+                data = blank_skipped_lines(data, options, self.record_ends(data, options))
+            return self._decode(data, options)
         if options.comment is not None or len(options.data_schema) == 1:
             return self._decode(blank_skipped_lines(data, options), options)
         try:
@@ -75,9 +92,9 @@ class CsvFormat(RecordFormat):
     def _decode(self, data: bytes, options: FormatOptions) -> pa.Table:
         """:meth:`decode` of ``data`` whose lines to skip are empty."""
         schema = options.data_schema
-        if (
-            not data or data.isspace() or not len(schema)
-        ):  # no columns: inferred from a file of no records
+        # multiLine reads a line of white space as a record; no columns: a file of no records
+        blank = not data.strip(b"\r\n") if options.multi_line else data.isspace()
+        if not data or blank or not len(schema):
             return schema.empty_table()
         names = schema.names + _unread_columns(data, options)
         convert = _convert_options(options, schema)
@@ -115,13 +132,14 @@ class CsvFormat(RecordFormat):
                 )
         return table
 
-    def field_texts(self, line: bytes, options: FormatOptions) -> list[bytes]:
+    def field_texts(self, record: bytes, options: FormatOptions) -> list[bytes]:
+        """The record's tokens, quoted alone; the first ones only if it has too many."""
         columns = len(options.data_schema)
         try:
             tokens = pa_csv.read_csv(
-                pa.BufferReader(line + b"\n"),
+                pa.BufferReader(record + b"\n"),
                 read_options=pa_csv.ReadOptions(autogenerate_column_names=True),
-                parse_options=_parse_options(options),
+                parse_options=_parse_options(options, newlines_in_values=options.multi_line),
                 convert_options=pa_csv.ConvertOptions(
                     column_types=_ALL_STRINGS, strings_can_be_null=False
                 ),
@@ -248,6 +266,34 @@ def _parse_options(options: FormatOptions, **more: object) -> pa_csv.ParseOption
         escape_char=options.escape if options.escape not in (None, options.quote) else False,
         **more,
     )
+
+
+def _quotes(data: bytes, options: FormatOptions) -> np.ndarray:
+    """The offsets of the quotes of ``data`` that open or close a value, or double one.
+
+    With ``escape`` (other than the quote), a quote after an odd run of escapes is
+    a character of the value. Every quote is counted, also one inside an unquoted
+    value, which Spark reads as a character: such a record ends later than Spark's.
+    """
+    quote = options.quote.encode()
+    if len(quote) != 1:
+        return np.empty(0, dtype=np.int64)
+    bytes_ = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(bytes_ == quote[0])
+    escape = options.escape.encode() if options.escape not in (None, options.quote) else b""
+    if len(escape) != 1 or not len(quotes):
+        return quotes
+    escapes = np.flatnonzero(bytes_ == escape[0])
+    if not len(escapes):
+        return quotes
+    # For each escape, the index (in `escapes`) of the first escape of its run.
+    first = np.ones(len(escapes), dtype=bool)
+    first[1:] = np.diff(escapes) != 1
+    run_start = np.maximum.accumulate(np.where(first, np.arange(len(escapes)), 0))
+    before = np.minimum(np.searchsorted(escapes, quotes - 1), len(escapes) - 1)
+    escaped: np.ndarray = (escapes[before] == quotes - 1) & ((before - run_start[before]) % 2 == 0)
+    kept: np.ndarray = quotes[~escaped]
+    return kept
 
 
 def _records(data: bytes) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
@@ -13,8 +15,16 @@ from readers.formats.json_text import (
     values_as_text,
 )
 from readers.formats.line_format import RecordFormat, with_block_size
-from readers.formats.lines import line_ends
-from readers.formats.malformed import check_one_per_line, conform
+from readers.formats.lines import Block, line_ends
+from readers.formats.malformed import (
+    Malformed,
+    MalformedLines,
+    check_one_per_line,
+    conform,
+    decode_tolerant,
+    joined,
+    null_row,
+)
 from readers.formats.options import FormatOptions
 from readers.formats.values import converted, patterned
 
@@ -28,12 +38,18 @@ class JsonFormat(RecordFormat):
         """With ``multiLine``: a document may span lines."""
         return options.multi_line
 
+    def record_ends(self, data: bytes, options: FormatOptions) -> np.ndarray:
+        """The ends of the lines; with ``multiLine``, the file is one record."""
+        if options.multi_line:
+            return np.array([len(data)] if data else [], dtype=np.int64)
+        return line_ends(data)
+
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
         schema = options.data_schema
-        if options.multi_line:
-            data = document_as_lines(data)
         if not data or data.isspace():
             return schema.empty_table()
+        if options.multi_line:
+            data = _document(data)
         as_read = pa.schema(
             [
                 field.with_type(pa.string()) if patterned(field.type, options) else field
@@ -43,7 +59,7 @@ class JsonFormat(RecordFormat):
         try:
             table = _read(data, options, as_read)
         except pa.ArrowInvalid as error:
-            if "changed from" not in str(error):
+            if "changed from string to" not in str(error):  # else text cannot help
                 raise
             table = _read(values_as_text(data, as_read), options, as_read)
         if not options.multi_line:
@@ -60,32 +76,68 @@ class JsonFormat(RecordFormat):
             )
         return conform(table, schema)
 
-    def field_texts(self, line: bytes, options: FormatOptions) -> list[bytes]:
-        return [line] * len(options.data_schema)
+    def field_texts(self, record: bytes, options: FormatOptions) -> list[bytes]:
+        """The record for every column: a JSON parser reads the fields by name."""
+        return [record] * len(options.data_schema)
+
+    def salvage(self, record: bytes, options: FormatOptions) -> pa.Table:
+        """With ``multiLine``, a row per object of the file (each with the values that parse),
+        or one row of nulls if the file is not an object or an array of objects."""
+        if not options.multi_line:
+            return super().salvage(record, options)
+        try:
+            objects = document_as_lines(record)
+        except ValueError:
+            return null_row(options.data_schema)
+        # PERMISSIVE over the objects as JSON lines: in bulk, only failing ones alone.
+        lines = replace(options, multi_line=False)
+        pieces = decode_tolerant(self, Block(objects, 0, 1), lines, MalformedLines())
+        return joined(list(pieces), options.data_schema)
+
+    def corrupt_text(self, record: bytes, options: FormatOptions) -> str:
+        """The record without its line break; with ``multiLine``, the whole file as it is."""
+        if options.multi_line:
+            return record.decode("utf-8", "replace")
+        return super().corrupt_text(record, options)
 
     def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
         """Fields sorted by name (also in structs); no-value and timestamp-like ones strings;
         every scalar a string with ``primitives_as_string``. Malformed lines are left out,
-        and with PERMISSIVE add the corrupt-record column, as in Spark."""
+        and with PERMISSIVE add the corrupt-record column, as in Spark. With ``multiLine``
+        the file is one record: if malformed, it leaves no field but that column."""
+        corrupt = pa.field(options.corrupt_column, pa.string())
         if options.multi_line:
-            sample = document_as_lines(sample)
-        corrupt: list[pa.Field] = []
+            try:
+                sample = _document(sample)
+            except Malformed:
+                if options.mode == "FAILFAST":
+                    raise
+                return pa.schema([corrupt] if options.mode == "PERMISSIVE" else [])
+        malformed = False
         try:
             inferred = _inferred(sample)
         except pa.ArrowInvalid:
             good, malformed = objects_only(sample)
-            if malformed and (options.mode == "FAILFAST" or options.multi_line):
+            if malformed and options.mode == "FAILFAST":
                 raise
             try:
                 inferred = _inferred(good)
             except pa.ArrowInvalid:  # a field of several types, which Spark merges
                 lines = good.split(b"\n")
                 inferred = _merged([_inferred(empty_strings_as_nulls(line)) for line in lines])
-            if malformed and options.mode == "PERMISSIVE":
-                corrupt = [pa.field(options.corrupt_column, pa.string())]
         as_text = options.primitives_as_string
-        fields = [*(_spark_field(f, as_text) for f in inferred), *corrupt]
+        fields = [_spark_field(f, as_text) for f in inferred]
+        if malformed and options.mode == "PERMISSIVE":
+            fields.append(corrupt)
         return pa.schema(sorted(fields, key=lambda f: f.name))
+
+
+def _document(data: bytes) -> bytes:
+    """:func:`document_as_lines`, raising :class:`Malformed` for a malformed document."""
+    try:
+        return document_as_lines(data)
+    except ValueError as error:
+        raise Malformed(f"the file is not a JSON object or array of objects: {error}") from None
 
 
 def _inferred(sample: bytes) -> pa.Schema:

@@ -11,6 +11,7 @@ files or blocks that need it.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -34,37 +35,45 @@ class _Array(list[Any]):
     raw = ""
 
 
+_WHITE = re.compile(r"[ \t\r\n]*")
 _DECODER = json.JSONDecoder()
 _SCALARS = json.JSONDecoder(parse_int=_Number, parse_float=_Number)
 
 
 def document_as_lines(data: bytes) -> bytes:
     """The first JSON document of ``data`` as JSON lines: an array's elements one per line,
-    else the document on one line; their text kept as written. Malformed: unchanged."""
-    try:
-        text = data.decode("utf-8")
-        at = _after_white(text, 0)
-        if text.startswith("[", at):
-            spans = []
-            at = _after_white(text, at + 1)
-            while not text.startswith("]", at):
-                _, end = _DECODER.raw_decode(text, at)
-                spans.append(text[at:end])
-                at = _after_white(text, end)
-                if text.startswith(",", at):
-                    at = _after_white(text, at + 1)
-        else:
+    else the document on one line; their text kept as written.
+
+    Raises ValueError, naming the problem, unless that document is an object or an
+    array of objects (Spark reads any other as one malformed record).
+    """
+    text = data.decode("utf-8")
+    at = _after_white(text, 0)
+    if text.startswith("[", at):
+        spans = []
+        at = _after_white(text, at + 1)
+        while not text.startswith("]", at):
             _, end = _DECODER.raw_decode(text, at)
-            spans = [text[at:end]]
-    except ValueError:
-        return data  # pyarrow's error names the problem
+            spans.append(text[at:end])
+            at = _after_white(text, end)
+            if text.startswith(",", at):
+                at = _after_white(text, at + 1)
+            elif not text.startswith("]", at):
+                raise ValueError(f"expected ',' or ']' at character {at}")
+    else:
+        _, end = _DECODER.raw_decode(text, at)
+        spans = [text[at:end]]
+    for span in spans:
+        if not span.startswith("{"):
+            raise ValueError(f"{span[:40]!r} is not a JSON object")
     # Line breaks in JSON text lie between tokens: spaces keep each value on one line.
     return "".join(span.replace("\r", " ").replace("\n", " ") + "\n" for span in spans).encode()
 
 
 def _after_white(text: str, at: int) -> int:
     """The index of the first character at or after ``at`` that is not JSON white space."""
-    return len(text) - len(text[at:].lstrip(" \t\r\n"))
+    white = _WHITE.match(text, at)  # always matches: the run may be empty
+    return white.end() if white else at
 
 
 def objects_only(data: bytes) -> tuple[bytes, bool]:

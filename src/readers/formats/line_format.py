@@ -1,4 +1,4 @@
-"""The text formats' common reading: one record per line, split by the rule of :mod:`.lines`."""
+"""The text formats' common reading: records of lines, split by the rule of :mod:`.lines`."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 
 from readers.formats.compression import codec_of, whole_file_extensions
-from readers.formats.lines import Block, LineBlocks
+from readers.formats.lines import Block, LineBlocks, line_ends
 from readers.formats.malformed import (
     LineCodec,
     Malformed,
@@ -20,6 +21,7 @@ from readers.formats.malformed import (
     decode_located,
     decode_tolerant,
     file_schema,
+    salvage_fields,
 )
 from readers.formats.opening import (
     FIX,
@@ -30,7 +32,7 @@ from readers.formats.opening import (
     unreadable_file_error,
 )
 from readers.formats.options import FormatOptions, invalid_option
-from sources.errors import CorruptFileError, FileReadError, MalformedRecordError
+from sources.errors import CorruptFileError, FileReadError
 
 __all__ = ["LineFormat", "RecordFormat", "with_block_size"]
 
@@ -67,6 +69,10 @@ class LineFormat(LineCodec, ABC):
     def decode_strictly(self, data: bytes, options: FormatOptions) -> pa.Table:
         return self.decode(data, options)
 
+    def record_ends(self, data: bytes, options: FormatOptions) -> np.ndarray:
+        """The ends of the lines: a record per line."""
+        return line_ends(data)
+
     def read_range(
         self,
         fs: fsspec.AbstractFileSystem,
@@ -97,9 +103,9 @@ class LineFormat(LineCodec, ABC):
 
     def decode_block(
         self, block: Block, path: str, options: FormatOptions, malformed: MalformedLines
-    ) -> pa.Table:
-        """The records of ``block``; a malformed line fails the read."""
-        return decode_located(self, block, path, options)
+    ) -> Iterator[pa.Table]:
+        """The records of ``block``, in order; a malformed record fails the read."""
+        yield decode_located(self, block, path, options)
 
     def _read_lines(
         self,
@@ -135,8 +141,8 @@ class LineFormat(LineCodec, ABC):
             )
             try:
                 for block in blocks:
-                    table = self.decode_block(block, path, options, malformed)
-                    yield from table.to_batches(max_chunksize=options.batch_rows)
+                    for table in self.decode_block(block, path, options, malformed):
+                        yield from table.to_batches(max_chunksize=options.batch_rows)
             except FileReadError:
                 raise
             except FileNotFoundError as error:
@@ -189,11 +195,12 @@ class LineFormat(LineCodec, ABC):
 
 
 class RecordFormat(LineFormat, RecordCodec, ABC):
-    """A line format of records of fields (csv, json): ``mode`` handles malformed lines."""
+    """A line format of records of fields (csv, json): ``mode`` handles malformed records."""
 
     @abstractmethod
     def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
-        """The schema of the records of ``sample``, whole lines; raises ``pa.ArrowException``."""
+        """The schema of the records of ``sample``, whole lines; raises ``pa.ArrowException``
+        or :class:`Malformed` (``FAILFAST`` met a malformed record)."""
 
     def infer_schema(
         self, fs: fsspec.AbstractFileSystem, path: str, options: FormatOptions, sample_bytes: int
@@ -203,7 +210,7 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
             return pa.schema([])
         try:
             return self.infer_sample(sample, options)
-        except pa.ArrowException as error:
+        except (pa.ArrowException, Malformed) as error:
             raise CorruptFileError(
                 f"Cannot infer a schema from the first {len(sample)} bytes of {options.format} "
                 f"file '{path}': {detail(error)}. Give the schema explicitly, or fix the file; "
@@ -233,28 +240,23 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
                     f"column '{field.name}' is null for well-formed lines and must be nullable",
                 )
 
+    def salvage(self, record: bytes, options: FormatOptions) -> pa.Table:
+        """One row: the values of :meth:`field_texts` that parse alone."""
+        return salvage_fields(self, record, options)
+
+    def corrupt_text(self, record: bytes, options: FormatOptions) -> str:
+        """The record without its line break."""
+        return record.rstrip(b"\r\n").decode("utf-8", "replace")
+
     def decode_block(
         self, block: Block, path: str, options: FormatOptions, malformed: MalformedLines
-    ) -> pa.Table:
-        """The records of ``block``; a malformed line as ``options.mode`` says."""
+    ) -> Iterator[pa.Table]:
+        """The records of ``block``, in order; a malformed record as ``options.mode`` says."""
         if options.mode != "FAILFAST":
-            if self.reads_whole(options):
-                return self._decode_whole(block, path, options)
-            return decode_tolerant(self, block, options, malformed)
+            yield from decode_tolerant(self, block, options, malformed)
+            return
         file_options = replace(options, data_schema=file_schema(options))
-        return add_corrupt_column(decode_located(self, block, path, file_options), None, options)
-
-    def _decode_whole(self, block: Block, path: str, options: FormatOptions) -> pa.Table:
-        """A whole file's records: lines cannot be dropped alone when records span them."""
-        file_options = replace(options, data_schema=file_schema(options))
-        try:
-            return add_corrupt_column(self.decode(block.data, file_options), None, options)
-        except (pa.ArrowException, Malformed) as error:
-            raise MalformedRecordError(
-                f"Cannot read {options.format} file '{path}' with multiLine=true: "
-                f"{detail(error)}. mode={options.mode} cannot set a malformed record apart "
-                "when records span lines; fix the file, or read it with multiLine=false."
-            ) from error
+        yield add_corrupt_column(decode_located(self, block, path, file_options), None, options)
 
 
 def with_block_size(data: bytes, read: Callable[[int], pa.Table]) -> pa.Table:

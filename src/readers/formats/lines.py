@@ -22,7 +22,8 @@ it. The same rule cuts a range into blocks of whole lines of about
 ``chunk_bytes`` for decoding, so memory stays bounded whatever the file size.
 A record must not span lines: a CSV value with a line break inside quotes, or
 a JSON object over several lines, is malformed (Spark's ``multiLine=false``).
-With ``multiLine=true`` a file is one split, decoded as one block.
+With ``multiLine=true`` a file is one split, decoded as one block, whose
+records the format finds (:meth:`~readers.formats.malformed.LineCodec.record_ends`).
 
 *Parquet* (:mod:`readers.formats.parquet`): a row group belongs to the split
 containing its midpoint byte (its first page's offset plus half its compressed
@@ -57,11 +58,12 @@ class Block:
     offset: int
     line: int | None  # number of the first line, when the split starts at byte 0
 
-    def where(self, line_index: int, line_start: int) -> str:
-        """Line ``line_index`` of the block (starting at its byte ``line_start``), for people."""
+    def where(self, start: int) -> str:
+        """The record starting at byte ``start`` of the block, for people."""
         if self.line is not None:
-            return f"line {self.line + line_index}"
-        return f"the line starting at byte {self.offset + line_start}"
+            before = self.data.count(b"\n", 0, start)
+            return f"line {self.line + before}"
+        return f"the line starting at byte {self.offset + start}"
 
 
 class LineBlocks:

@@ -3,24 +3,27 @@
 Errors name the file and, where known, the line (or byte offset) or row group:
 :class:`~sources.errors.MissingFileError` for a file gone since it was listed,
 :class:`~sources.errors.CorruptFileError` for bytes that cannot be decoded, and
-:class:`~sources.errors.MalformedRecordError` for a CSV or JSON line that does
-not parse or fit the schema. ``mode`` decides what a malformed line does:
-``FAILFAST`` raises, ``DROPMALFORMED`` drops it, ``PERMISSIVE`` keeps the
-values that parse alone, nulls the others and puts the raw line in the
+:class:`~sources.errors.MalformedRecordError` for a CSV or JSON record that does
+not parse or fit the schema. A record is a line; with ``multiLine`` a CSV
+record ends at a line break outside quotes, and a JSON file is one record (one
+document, maybe an array of rows). ``mode`` decides what a malformed record
+does: ``FAILFAST`` raises, ``DROPMALFORMED`` drops it, ``PERMISSIVE`` keeps the
+values that parse alone, nulls the others and puts the raw record in the
 corrupt-record column, if the schema has one (as Spark does). Blocks are
 decoded whole; only a block that fails is cut in halves, again and again,
-down to the lines that fail alone, so the cost of a malformed line is a
-logarithmic number of re-decodes. Dropped or kept-as-corrupt lines are
+down to the records that fail alone, so the cost of a malformed record is a
+logarithmic number of re-decodes. Dropped or kept-as-corrupt records are
 counted in one WARN log line per split.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from readers.arrow import (
@@ -30,7 +33,7 @@ from readers.arrow import (
     UnconvertibleColumn,
     fit_columns,
 )
-from readers.formats.lines import Block, line_count, line_ends
+from readers.formats.lines import Block, line_count
 from readers.formats.opening import detail
 from readers.formats.options import FormatOptions
 from sources.errors import MalformedRecordError
@@ -45,12 +48,18 @@ __all__ = [
     "conform",
     "decode_located",
     "decode_tolerant",
+    "joined",
+    "null_row",
+    "salvage_fields",
 ]
 
 _LOG = logging.getLogger("splitsource.files")
+_CORRUPT_BYTES = 64 << 20
+"""About how much corrupt-record text one table of :func:`decode_tolerant` holds: a
+malformed ``multiLine`` JSON array repeats the file's text in each of its rows."""
 _FIX_RECORD = (
-    "Fix the line, or read with mode=DROPMALFORMED (drop such lines) or mode=PERMISSIVE "
-    "(nulls, and the raw line in the columnNameOfCorruptRecord column if the schema has it)."
+    "Fix the record, or read with mode=DROPMALFORMED (drop such records) or mode=PERMISSIVE "
+    "(nulls, and the raw record in the columnNameOfCorruptRecord column if the schema has it)."
 )
 
 
@@ -101,9 +110,10 @@ def check_one_per_line(rows: int, data: bytes, records: Callable[[bytes], int]) 
 
 
 class LineCodec(Protocol):
-    """Decodes whole lines of a text format into a table of ``options.data_schema``.
+    """Decodes whole records of a text format into a table of ``options.data_schema``.
 
-    Both raise ``pa.ArrowException`` or :class:`Malformed` for data that does not decode.
+    The decoders raise ``pa.ArrowException`` or :class:`Malformed` for data that does
+    not decode.
     """
 
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
@@ -111,29 +121,45 @@ class LineCodec(Protocol):
         ...
 
     def decode_strictly(self, data: bytes, options: FormatOptions) -> pa.Table:
-        """:meth:`decode`, also failing on every line that cannot be decoded alone."""
+        """:meth:`decode`, also failing on every record that cannot be decoded alone."""
+        ...
+
+    def record_ends(self, data: bytes, options: FormatOptions) -> np.ndarray:
+        """Exclusive end offsets of the records of ``data``, each after its line break.
+
+        A failing ``data`` is cut only there; the last end is ``len(data)``.
+        """
         ...
 
 
 class RecordCodec(LineCodec, Protocol):
-    """A :class:`LineCodec` whose lines are records of fields (csv, json): ``mode`` applies."""
+    """A :class:`LineCodec` whose records are of fields (csv, json): ``mode`` applies."""
 
-    def field_texts(self, line: bytes, options: FormatOptions) -> list[bytes]:
-        """Per column, a text that holds only that column's value of ``line`` (empty: none)."""
+    def field_texts(self, record: bytes, options: FormatOptions) -> list[bytes]:
+        """Per column, a text that holds only that column's value of ``record`` (empty: none)."""
+        ...
+
+    def salvage(self, record: bytes, options: FormatOptions) -> pa.Table:
+        """The rows of the malformed ``record`` (without its line break) for ``PERMISSIVE``:
+        the values that parse alone, nulls for the others (as Spark)."""
+        ...
+
+    def corrupt_text(self, record: bytes, options: FormatOptions) -> str:
+        """What the corrupt-record column holds for the malformed ``record`` (as Spark)."""
         ...
 
 
 class MalformedLines:
-    """How many malformed lines a split met, and where the first one was."""
+    """How many malformed records a split met, and where the first one was."""
 
     def __init__(self) -> None:
         self.count = 0
         self.first = ""
 
-    def add(self, block: Block, line_index: int, line_start: int) -> None:
-        """Count line ``line_index`` of ``block``, which starts at its byte ``line_start``."""
+    def add(self, block: Block, start: int) -> None:
+        """Count the record of ``block`` that starts at its byte ``start``."""
         if not self.count:
-            self.first = block.where(line_index, line_start)
+            self.first = block.where(start)
         self.count += 1
 
     def report(self, path: str, mode: str, start: int, end: int | str) -> None:
@@ -155,14 +181,14 @@ class MalformedLines:
 
 
 def decode_located(codec: LineCodec, block: Block, path: str, options: FormatOptions) -> pa.Table:
-    """Decode ``block``; on failure find the first bad line and raise a MalformedRecordError."""
+    """Decode ``block``; on failure find the first bad record and raise a MalformedRecordError."""
     try:
         return codec.decode(block.data, options)
     except (pa.ArrowException, Malformed) as error:
         first_error: BaseException = error
-    # Failures are per line, so the shortest failing prefix ends at the first bad line.
-    ends = line_ends(block.data)
-    low, high = 1, len(ends)  # a prefix of `high` lines fails; prefixes of fewer than `low` pass
+    # Failures are per record, so the shortest failing prefix ends at the first bad record.
+    ends = codec.record_ends(block.data, options)
+    low, high = 1, len(ends)  # a prefix of `high` records fails; prefixes of fewer than `low` pass
     prefix_error = first_error
     while low < high:
         middle = (low + high) // 2
@@ -174,70 +200,84 @@ def decode_located(codec: LineCodec, block: Block, path: str, options: FormatOpt
         else:
             low = middle + 1
     bad = high - 1
-    line_start = int(ends[bad - 1]) if bad > 0 else 0
-    text = block.data[line_start : int(ends[bad])].rstrip(b"\r\n")
+    start = int(ends[bad - 1]) if bad > 0 else 0
+    text = block.data[start : int(ends[bad])].rstrip(b"\r\n")
     shown = text[:80].decode("utf-8", "replace") + ("..." if len(text) > 80 else "")
     raise MalformedRecordError(
-        f"Cannot read {options.format} file '{path}' at {block.where(bad, line_start)} "
+        f"Cannot read {options.format} file '{path}' at {block.where(start)} "
         f"({shown!r}): {detail(prefix_error)}. {_FIX_RECORD}"
     ) from first_error
 
 
 def decode_tolerant(
     codec: RecordCodec, block: Block, options: FormatOptions, malformed: MalformedLines
-) -> pa.Table:
-    """Decode ``block`` in ``options.mode``: malformed lines dropped or kept as corrupt rows."""
+) -> Iterator[pa.Table]:
+    """Decode ``block`` in ``options.mode``: malformed records dropped or kept as corrupt rows.
+
+    Tables come in record order; the rows of a corrupt record that repeat its text (a
+    ``multiLine`` JSON array) come in tables of a bounded size.
+    """
     file_options = replace(
         options,
         data_schema=file_schema(options),
         extra_values_malformed=options.mode != "PERMISSIVE" or has_corrupt_column(options),
     )
     try:
-        return add_corrupt_column(codec.decode(block.data, file_options), None, options)
+        whole = codec.decode(block.data, file_options)
     except (pa.ArrowException, Malformed):
         pass
-    ends = line_ends(block.data)
-    pieces: list[pa.Table] = []
+    else:
+        yield add_corrupt_column(whole, None, options)
+        return
+    ends = codec.record_ends(block.data, file_options)
 
-    def visit(low: int, high: int) -> None:
-        """Decode lines ``[low, high)``, halving the range while it fails."""
+    def visit(low: int, high: int, failing: bool) -> Iterator[pa.Table]:
+        """Decode records ``[low, high)`` (``failing``: known to fail), halving them while
+        they fail."""
         begin = int(ends[low - 1]) if low else 0
         data = block.data[begin : int(ends[high - 1])]
-        try:
-            pieces.append(
-                add_corrupt_column(codec.decode_strictly(data, file_options), None, options)
-            )
-            return
-        except (pa.ArrowException, Malformed):
-            if high - low > 1:
-                middle = (low + high) // 2
-                visit(low, middle)
-                visit(middle, high)
+        if not failing:
+            try:
+                decoded = codec.decode_strictly(data, file_options)
+            except (pa.ArrowException, Malformed):
+                pass
+            else:
+                yield add_corrupt_column(decoded, None, options)
                 return
-        malformed.add(block, low, begin)
+        if high - low > 1:
+            middle = (low + high) // 2
+            yield from visit(low, middle, False)
+            yield from visit(middle, high, False)
+            return
+        malformed.add(block, begin)
         if options.mode == "PERMISSIVE":
-            line = data.rstrip(b"\r\n")
-            row = _salvage(codec, line, file_options)
-            pieces.append(add_corrupt_column(row, line.decode("utf-8", "replace"), options))
+            rows = codec.salvage(data.rstrip(b"\r\n"), file_options)
+            if not has_corrupt_column(options):
+                yield rows
+                return
+            text = codec.corrupt_text(data, options)
+            step = max(1, _CORRUPT_BYTES // max(1, len(text)))
+            for start in range(0, rows.num_rows, step):
+                yield add_corrupt_column(rows.slice(start, step), text, options)
 
-    if len(ends) > 1:  # the whole block failed already: start with its halves
-        visit(0, len(ends) // 2)
-        visit(len(ends) // 2, len(ends))
-    else:
-        visit(0, len(ends))
-    if len(options.data_schema) == 0:  # Arrow counts no rows in a concatenation of no columns
+    yield from visit(0, len(ends), True)
+
+
+def joined(pieces: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """The rows of ``pieces``, tables of ``schema``, in one table."""
+    if len(schema) == 0:  # Arrow counts no rows in a concatenation of no columns
         return _no_columns(sum(piece.num_rows for piece in pieces))
-    return pa.concat_tables(pieces) if pieces else options.data_schema.empty_table()
+    return pa.concat_tables(pieces) if pieces else schema.empty_table()
 
 
-def _salvage(codec: RecordCodec, line: bytes, options: FormatOptions) -> pa.Table:
-    """One row of the values of a malformed ``line`` that parse alone; null for the others.
+def salvage_fields(codec: RecordCodec, record: bytes, options: FormatOptions) -> pa.Table:
+    """One row of the values of a malformed ``record`` that parse alone; null for the others.
 
     As Spark's PERMISSIVE mode: a JSON field or CSV token of the wrong type, or
-    missing, is null, while the rest of the line is kept.
+    missing, is null, while the rest of the record is kept.
     """
     values = []
-    for field, text in zip(options.data_schema, codec.field_texts(line, options), strict=True):
+    for field, text in zip(options.data_schema, codec.field_texts(record, options), strict=True):
         single = replace(options, data_schema=pa.schema([field]), header=False)
         try:
             column = codec.decode(text, single).column(0) if text else None
@@ -249,6 +289,13 @@ def _salvage(codec: RecordCodec, line: bytes, options: FormatOptions) -> pa.Tabl
     if not values:
         return _no_columns(1)
     return pa.Table.from_arrays(values, schema=options.data_schema)
+
+
+def null_row(schema: pa.Schema) -> pa.Table:
+    """One row of nulls of ``schema``."""
+    if not len(schema):
+        return _no_columns(1)
+    return pa.Table.from_arrays([pa.nulls(1, field.type) for field in schema], schema=schema)
 
 
 def _no_columns(rows: int) -> pa.Table:

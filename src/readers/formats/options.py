@@ -19,7 +19,7 @@ COMPRESSIONS = ("infer", "none", "gzip", "bz2", "zstd")
 """``infer`` (from the file's extension), ``none``, or a codec."""
 
 MODES = ("FAILFAST", "PERMISSIVE", "DROPMALFORMED")
-"""What a malformed CSV or JSON line does: fail the read, or be kept as nulls, or dropped."""
+"""What a malformed CSV or JSON record does: fail the read, or be kept as nulls, or dropped."""
 
 _LINE_SEPS = {"json": ("\n", "\r\n"), "text": ("\n",)}
 """The ``lineSep`` values read as in Spark, by format (JSON ignores a ``\\r``; text keeps it)."""
@@ -58,9 +58,9 @@ class FormatOptions:
     in a text line (JSON ignores it).
     ``compression`` is ``"infer"`` (from the extension ``.gz``, ``.bz2``,
     ``.zst``/``.zstd``), ``"none"`` or a codec, and is ignored for Parquet.
-    ``mode`` (one of :data:`MODES`) applies to CSV and JSON lines. A column
+    ``mode`` (one of :data:`MODES`) applies to CSV and JSON records. A column
     of ``data_schema`` named ``corrupt_column`` is not read from the files: it
-    is null, and holds the raw text of malformed lines with ``PERMISSIVE``.
+    is null, and holds the raw text of malformed records with ``PERMISSIVE``.
     Batches have at most ``batch_rows`` rows. Invalid values raise
     :class:`~sources.errors.InvalidOptionError` naming the option.
 

@@ -121,18 +121,25 @@ def is_record_line(line: bytes, options: FormatOptions) -> bool:
     return options.comment is None or not line.startswith(options.comment.encode())
 
 
-def blank_skipped_lines(data: bytes, options: FormatOptions) -> bytes:
+def blank_skipped_lines(
+    data: bytes, options: FormatOptions, records: np.ndarray | None = None
+) -> bytes:
     """``data`` with the lines Spark skips (blank, or comments) emptied; line breaks kept.
 
     pyarrow skips only empty lines; Spark also lines of white space and comments.
+    Given the ends of ``data``'s ``records`` (``multiLine``), only comment records
+    are emptied: Spark's multiLine reads a line of white space as a record.
     Returns ``data`` itself when no line is skipped.
     """
     bytes_ = np.frombuffer(data, dtype=np.uint8)
-    ends = line_ends(data)
+    ends = line_ends(data) if records is None else records
     if not len(ends):
         return data
     starts = np.concatenate(([0], ends[:-1]))
-    skipped = ~np.logical_or.reduceat(bytes_ > 0x20, starts)
+    if records is None:
+        skipped = ~np.logical_or.reduceat(bytes_ > 0x20, starts)
+    else:
+        skipped = np.zeros(len(starts), dtype=bool)
     if options.comment is not None:
         prefix = np.frombuffer(options.comment.encode(), dtype=np.uint8)
         comment = np.ones(len(starts), dtype=bool)
