@@ -14,6 +14,12 @@ of the partition, range, column-subset and full-scan queries. With ``--kafka-rec
 (``tests/helpers/kafka_broker.py``) and compares a bounded read of one partition's
 most recent records with Spark's Kafka source.
 
+Lines starting ``floor`` time the least any Python data source can take for a
+query: a data source of a few lines (:class:`FloorSource`) that is told which
+Parquet files and columns to read and yields pyarrow's batches, with no listing,
+options, pruning or filtering. Its ratio against Spark's reader is the ceiling
+of what a Python data source can reach on that query.
+
 Run it from the project root::
 
     .venv/bin/python benchmarks/bench_selective.py [--rows 3000000] [--runs 3] [--cache DIR]
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import math
 import statistics
 import sys
@@ -38,6 +45,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -96,6 +104,46 @@ def sparks(spark: SparkSession, fmt: str, path: Path, schema: str | None) -> Dat
     return (reader.schema(schema) if schema else reader).load(str(path))
 
 
+class FloorReader(DataSourceReader):
+    """Reads the files of option ``files`` round-robin in two partitions, and nothing more."""
+
+    def __init__(self, files: list[str], columns: list[str]) -> None:
+        self.files = files
+        self.columns = columns
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(self.files[i::2]) for i in range(min(2, len(self.files)))]
+
+    def read(self, partition: InputPartition) -> Any:
+        for name in partition.value:
+            table = pq.read_table(name, columns=self.columns)
+            day = datetime.date.fromisoformat(name.split("day=")[1][:10])
+            table = table.append_column("day", pa.array([day] * table.num_rows, pa.date32()))
+            yield from table.to_batches(65_536)
+
+
+class FloorSource(DataSource):
+    """The least a Python data source does to read given Parquet files (a ``day`` added)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-floor"
+
+    def schema(self) -> str:
+        columns = self.options["columns"].split(",")
+        return ", ".join(f"{c} {'BIGINT' if c == 'id' else 'DOUBLE'}" for c in columns) + (
+            ", day DATE"
+        )
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return FloorReader(self.options["files"].split(","), self.options["columns"].split(","))
+
+
+def floor(spark: SparkSession, files: list[Path], columns: list[str]) -> DataFrame:
+    reader = spark.read.format("bench-floor").option("columns", ",".join(columns))
+    return reader.option("files", ",".join(str(f) for f in files)).load()
+
+
 QUERIES: list[tuple[str, str, str | None, Callable[[DataFrame], Any]]] = [
     ("sum(c0), no schema", "parquet", None, lambda df: df.selectExpr("sum(c0)").collect()),
     (
@@ -129,12 +177,64 @@ QUERIES: list[tuple[str, str, str | None, Callable[[DataFrame], Any]]] = [
         lambda df: df.where("day = '2024-01-05' and c0 < 10").selectExpr("count(*)").collect(),
     ),
     (
+        "csv narrow id range",
+        "csv",
+        SCHEMA,
+        lambda df: df.where("id between 1000000 and 1010000").selectExpr("sum(c2)").collect(),
+    ),
+    (
+        "json narrow id range",
+        "json",
+        SCHEMA,
+        lambda df: df.where("id between 1000000 and 1010000").selectExpr("sum(c2)").collect(),
+    ),
+    (
         "json one partition, narrow range",
         "json",
         SCHEMA,
         lambda df: df.where("day = '2024-01-05' and c0 < 10").selectExpr("count(*)").collect(),
     ),
 ]
+FLOORS: list[tuple[str, str | None, str | None, list[str], Callable[[DataFrame], Any]]] = [
+    (
+        "one partition of thirty",
+        "2024-01-05",
+        None,
+        ["id", *DATA_COLUMNS],
+        lambda df: df.selectExpr("count(*)", "sum(c1)").collect(),
+    ),
+    (
+        "sum(c0), schema of id and c0",
+        None,
+        "id BIGINT, c0 DOUBLE, day DATE",
+        ["id", "c0"],
+        lambda df: df.selectExpr("sum(c0)").collect(),
+    ),
+]
+"""Queries timed on :class:`FloorSource` too: the day read (None: all), Spark's schema,
+the columns read, the query on the day's rows."""
+
+
+def floor_runners(
+    spark: SparkSession,
+    root: Path,
+    day: str | None,
+    schema: str | None,
+    columns: list[str],
+    query: Callable[[DataFrame], Any],
+) -> dict[str, Callable[[], Any]]:
+    """The query on :class:`FloorSource` and on Spark's reader with a ``where`` on ``day``."""
+    files = sorted(root.glob(f"day={day or '*'}/*.parquet"))
+
+    def sparks_query(df: DataFrame) -> Any:
+        return query(df.where(f"day = '{day}'") if day else df)
+
+    return {
+        "floor": lambda: query(floor(spark, files, columns)),
+        "spark": _runner(sparks, spark, "parquet", root, schema, sparks_query),
+    }
+
+
 TARGETED = (
     "sum(c0), schema of id and c0",
     "one partition of thirty",
@@ -171,17 +271,19 @@ def timed(run: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def compare(name: str, runners: dict[str, Callable[[], Any]], runs: int, label: str) -> float:
-    """Spark's median time over ours for one query, after a warm-up that checks the results."""
+    """Spark's median time over the other reader's for one query, after a warm-up that
+    checks the results. ``runners`` holds that reader first, then ``spark``."""
+    ours_name, _ = runners
     results = {who: run() for who, run in runners.items()}
-    assert _same(results["splitsource"], results["spark"]), (name, results)
+    assert _same(results[ours_name], results["spark"]), (name, results)
     times: dict[str, list[float]] = {who: [] for who in runners}
     for _ in range(runs):
         for who, run in runners.items():
             times[who].append(timed(run)[0])
     medians = {who: statistics.median(t) for who, t in times.items()}
-    ratio = medians["spark"] / medians["splitsource"]
+    ratio = medians["spark"] / medians[ours_name]
     print(
-        f"{label:8s} {name:34s} splitsource {medians['splitsource']:6.2f}s  "
+        f"{label:8s} {name:34s} {ours_name} {medians[ours_name]:6.2f}s  "
         f"spark {medians['spark']:6.2f}s  ratio {name}: {ratio:.2f}",
         flush=True,
     )
@@ -242,6 +344,10 @@ def main() -> None:
                 for who, reader in (("splitsource", ours), ("spark", sparks))
             }
             ratios[name] = compare(name, runners, args.runs, fmt)
+        spark.dataSource.register(FloorSource)
+        for name, day, schema, columns, query in FLOORS:
+            runners = floor_runners(spark, args.cache / "parquet", day, schema, columns, query)
+            compare(name, runners, args.runs, "floor")
         if broker is not None:
             kafka_filtered(spark, broker, args.kafka_records, args.runs)
         print(f"ratio splitsource/spark selective min: {min(ratios[n] for n in TARGETED):.2f}")
