@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers.file_parity import files, same_as_spark
+from helpers.file_parity import files, same_as_spark, sparks
 from sources.files import FileSource
 from sources.spark import register
 
@@ -68,6 +68,10 @@ CSV_CASES: dict[str, tuple[bytes, dict[str, Any]]] = {
         },
     ),
     "multiLine": (b'a,b\n1,"x\ny"\n2,z\n', {"header": "true", "multiLine": "true"}),
+    "multiLine, CRLF": (
+        b'a,b\r\n1,"x\r\ny"\r\n2,"p\nq\rr"\r\n',
+        {"header": "true", "multiLine": "true"},
+    ),
     "doubled quotes with escape set to the quote": (
         b'a\n"q""q"\n',
         {"header": "true", "escape": '"'},
@@ -75,7 +79,70 @@ CSV_CASES: dict[str, tuple[bytes, dict[str, Any]]] = {
     "duplicate header names": (b"a,A,b,\n1,2,3,4\n", {"header": "true"}),
     "empty file": (b"", {}),
     "option names in any case": (b"A,B\n1,2\n", {"HEADER": "true", "inferschema": "true"}),
+    "whole numbers wider than a long infer as decimals": (
+        b"d,l,x,w\n1,1,0.1,1.\n1,9223372036854775807,1.0,2147483648\n"
+        b"92233720368547758070,1,92233720368547758070,123456789012345678901234\n",
+        {"header": "true", "inferSchema": "true"},
+    ),
+    "numbers Java's Double.parseDouble reads infer as doubles": (
+        b"a,b,c\n1.5,NaN,1\n1d,Infinity,+2\n2F,-Inf, 3\n0x1p3,+1.5,\n",
+        {"header": "true", "inferSchema": "true"},
+    ),
+    "NaN and infinities Java does not read infer as strings": (
+        b"a,b,c\n1.5,1.5,1.5\nNAN,inf,INF\n",
+        {"header": "true", "inferSchema": "true"},
+    ),
+    "nanValue, positiveInf and negativeInf infer as doubles": (
+        b"a\n1.5\nNA\nPOS\nNEG\n",
+        {
+            "header": "true",
+            "inferSchema": "true",
+            "nanValue": "NA",
+            "positiveInf": "POS",
+            "negativeInf": "NEG",
+        },
+    ),
+    "booleans in any case, whole numbers with a plus sign": (
+        b"b,i\nTrUe,+5\nfalse,-3\n",
+        {"header": "true", "inferSchema": "true"},
+    ),
+    "timestamps of timestampFormat infer as timestamps": (
+        b"t\n26/08/2015 18:00\n27/10/2014 18:30\n",
+        {"header": "true", "inferSchema": "true", "timestampFormat": "dd/MM/yyyy HH:mm"},
+    ),
+    "dates of dateFormat infer as dates": (
+        b"d\n26/08/2015\n27/10/2014\n",
+        {"header": "true", "inferSchema": "true", "dateFormat": "dd/MM/yyyy"},
+    ),
+    "timestamps with and without offsets and dates infer as timestamps": (
+        b"t,u\n2015-08-26 10:00:00,2015-08-26\n2015-08-26T10:00:00Z,2015-08-26 10:00:00\n"
+        b"2015-08-26T10:00:00+01:00,2015-08-27\n",
+        {"header": "true", "inferSchema": "true"},
+    ),
+    "dates beside timestamps of a timestampFormat infer as strings": (
+        b"t\n2015-08-26\n26/08/2015 18:00\n",
+        {"header": "true", "inferSchema": "true", "timestampFormat": "dd/MM/yyyy HH:mm"},
+    ),
+    "invalid dates and timestamps infer as strings": (
+        b"d,t\n2015-02-30,2015-08-26 24:00:00\n",
+        {"header": "true", "inferSchema": "true"},
+    ),
+    "a quoted value followed by text reads to the separator as written": (
+        b'"a"b,ccc,ddd\nab,cc"c,ddd"\n"a,b"c,""d,"e"\n',
+        {},
+    ),
+    "white space after a closing quote is dropped": (b'"a" ,"b"\t\n" c " ,d\n', {}),
+    "a quote after leading white space opens a quoted value": (
+        b"year|comment\n2012| 'No comment'\n2015| 'a|b'\n",
+        {"header": "true", "sep": "|", "quote": "'", "ignoreLeadingWhiteSpace": "true"},
+    ),
 }
+
+JAVA_NUMBERS = (
+    b"1,1.5,2.5,true\n+5,NaN,Inf,TrUe\n6,NAN,inf,false\n7,1d,2F,FALSE\n"
+    b"8,-Infinity,+Infinity,true\n9,0x1p3, 1.5 ,true\n10,-Inf,nan,true\n11,INF,-INF,true\n"
+)
+"""Numbers Java's parsers read (``+5``, ``1d``, ``0x1p3``) and do not (``NAN``, ``inf``)."""
 
 CSV_SCHEMA_CASES: dict[str, tuple[bytes, str, dict[str, Any]]] = {
     "grouping separators": (
@@ -99,6 +166,26 @@ CSV_SCHEMA_CASES: dict[str, tuple[bytes, str, dict[str, Any]]] = {
         b"x,y\n1,2\n",
         "b bigint, a bigint",
         {"header": "true", "enforceSchema": "true"},
+    ),
+    "numbers as Java reads them; NAN, inf, INF malformed": (
+        JAVA_NUMBERS,
+        "i int, d double, f float, b boolean, _corrupt_record string",
+        {},
+    ),
+    "numbers as Java reads them, malformed ones dropped": (
+        JAVA_NUMBERS,
+        "i int, d double, f float, b boolean",
+        {"mode": "DROPMALFORMED"},
+    ),
+    "nanValue, positiveInf and negativeInf": (
+        JAVA_NUMBERS,
+        "i int, d double, f float, b boolean",
+        {"nanValue": "NAN", "positiveInf": "INF", "negativeInf": "-INF"},
+    ),
+    "whole numbers wider than a long into a decimal": (
+        b"92233720368547758070\n-1.\n+5\n",
+        "d decimal(20,0)",
+        {},
     ),
 }
 
@@ -145,6 +232,35 @@ JSON_CASES: dict[str, tuple[bytes, str | None, dict[str, Any]]] = {
     "crlf": (b'{"a": 1}\r\n{"a": 2}\r\n', None, {"lineSep": "\n"}),
     "a field of several types": (b'{"a": 1}\n{"a": "x"}\n{"a": 1.5}\n', None, {}),
     "multiLine, the first document only": (b'{"a": 1}\n{"a": 2}\n', None, {"multiLine": "true"}),
+    "whole numbers wider than a long": (
+        b'{"id": 98765432109876543210, "n": 1, "big": ' + b"7" * 40 + b"}\n"
+        b'{"id": 5, "n": 12345678901234567890123, "big": 2}\n'
+        b'{"id": 1.5, "n": 2}\n',
+        None,
+        {},
+    ),
+    "clashing types inside arrays and structs": (
+        b'{"s": {"f": 1}, "l": [1, "x", {"k": 2}], "m": [[1, 2], ["y"]]}\n'
+        b'{"s": {"f": [1]}, "l": [], "m": [[true]], "o": 3}\n'
+        b'{"s": "text", "o": {"p": null}}\n',
+        None,
+        {},
+    ),
+    "lines that are arrays of objects": (
+        b'[{"a": "x"}]\n[{"a": "y"}, {"b": 2}]\n{"a": "z"}\n[]\n  [{"b": 3}]\n[1, 2]\n',
+        None,
+        {},
+    ),
+    "dropFieldIfAllNull": (
+        b'{"a": null, "b": 1, "c": [], "d": {"x": null}, "e": ""}\n{"a": null, "f": {"y": 2}}\n',
+        None,
+        {"dropFieldIfAllNull": "true"},
+    ),
+    "map columns": (
+        b'{"m": {"a": 1, "b": null}}\n{"m": {}}\n{"m": null}\n{"x": 1}\n{"m": {"c": 3}}\n',
+        "m map<string,int>",
+        {},
+    ),
 }
 
 
@@ -155,6 +271,126 @@ def test_json_reads_like_spark(spark: SparkSession, tmp_path: Path, case: str) -
     same_as_spark(spark, "json", tmp_path / "data.json", schema=schema, **options)
 
 
+# Local times in New York's zone: an ordinary one, one that clocks skip (2024-03-10 02:30)
+# and one they pass twice (2024-11-03 01:30), beside text with offsets, which keeps them.
+LOCAL_TIMES = ["2024-01-05 10:00:00", "2024-03-10 02:30:00", "2024-11-03 01:30:00"]
+WITH_OFFSETS = ["2024-01-05T10:00:00+01:00", "2024-01-05T10:00:00Z", "2024-07-01T00:00:00-04:00"]
+BOTH = list(zip(LOCAL_TIMES, WITH_OFFSETS, strict=True))
+ZONED_CASES: dict[str, tuple[str, bytes, str | None, dict[str, str]]] = {
+    "csv, a schema": (
+        "csv",
+        "\n".join(["t,u", *map(",".join, BOTH), "2024-07-01,"]).encode(),
+        "t timestamp, u timestamp",
+        {"header": "true"},
+    ),
+    "csv, inferred": (
+        "csv",
+        "\n".join(["t", *LOCAL_TIMES]).encode(),
+        None,
+        {"header": "true", "inferSchema": "true"},
+    ),
+    "csv, timestampFormat": (
+        "csv",
+        b"t\n05/01/2024 10:00\n10/03/2024 02:30\n03/11/2024 01:30\n",
+        "t timestamp",
+        {"header": "true", "timestampFormat": "dd/MM/yyyy HH:mm"},
+    ),
+    "json, a schema": (
+        "json",
+        "\n".join(json.dumps({"t": t, "u": u}) for t, u in BOTH).encode(),
+        "t timestamp, u timestamp",
+        {},
+    ),
+    "json, timestampFormat with an offset": (
+        "json",
+        b'{"t": "2024-01-05 10:00+0100"}\n{"t": "2024-03-10 02:30-0500"}\n',
+        "t timestamp",
+        {"timestampFormat": "yyyy-MM-dd HH:mmZ"},
+    ),
+}
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "+05:30"])
+@pytest.mark.parametrize("case", list(ZONED_CASES))
+def test_timestamps_read_in_the_timezone_option_like_spark(
+    spark: SparkSession, tmp_path: Path, case: str, zone: str
+) -> None:
+    fmt, data, schema, options = ZONED_CASES[case]
+    (tmp_path / f"data.{fmt}").write_bytes(data)
+    same_as_spark(spark, fmt, tmp_path, schema=schema, timeZone=zone, **options)
+
+
+def test_the_timezone_option_reads_like_sparks_session_timezone(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A session with another zone than the machine's reads like ours given that zone."""
+    fmt, data, schema, options = ZONED_CASES["csv, a schema"]
+    (tmp_path / "data.csv").write_bytes(data)
+    ours = files(spark, fmt, tmp_path, schema=schema, timeZone="America/New_York", **options)
+    session_zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        theirs = sparks(spark, fmt, tmp_path, schema=schema, **options).collect()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", session_zone)
+    assert sorted(ours.collect()) == sorted(theirs)
+
+
+WRONG_TYPES_INSIDE: dict[str, tuple[bytes, str]] = {
+    "a struct keeps the fields that fit": (
+        b'{"a": 0, "s": {"x": 0, "y": "fine", "n": {"p": 1, "q": 2}}}\n'
+        b'{"a": 1, "s": {"x": "bad", "y": "ok"}}\n'
+        b'{"a": 2, "s": {"x": 1.5, "y": 7, "n": {"p": "bad", "q": 1}}}\n'
+        b'{"a": "bad", "s": {"x": "bad"}}\n'
+        b'{"a": 4, "s": 5}\n',
+        "a bigint, s struct<x: bigint, y: string, n: struct<p: bigint, q: bigint>>",
+    ),
+    "an array keeps its structs, and is null with another element that does not fit": (
+        b'{"a": 0, "l": [{"x": 1}], "n": [1], "ll": [[{"x": 2}]], "nn": [[3]]}\n'
+        b'{"a": 1, "l": [{"x": 1}, {"x": "bad", "y": "k"}]}\n'
+        b'{"a": 2, "l": [{"x": 1}, 7]}\n'
+        b'{"a": 3, "n": [1, "bad", 3], "b": "after"}\n'
+        b'{"a": 4, "ll": [[{"x": "bad"}], [{"x": 2}]], "nn": [[1], 2]}\n',
+        "a bigint, b string, l array<struct<x: bigint, y: string>>, n array<bigint>, "
+        "ll array<array<struct<x: bigint>>>, nn array<array<bigint>>",
+    ),
+    "a line that is an array gives every object, each keeping what fits": (
+        b'[{"a": 0}, {"a": 1, "s": {"x": 1}}]\n'
+        b'[{"a": 2}, {"a": 3, "s": {"x": "bad", "y": "ok"}}]\n'
+        b'[{"a": 4}, 5]\n',
+        "a bigint, s struct<x: bigint, y: string>",
+    ),
+    "a map keeps its structs, and is null with another value that does not fit": (
+        b'{"a": 0, "m": {"k": 1}, "ms": {"k": {"x": 1}}}\n'
+        b'{"a": 1, "ms": {"k": {"x": "bad"}, "j": {"x": 2}}}\n'
+        b'{"a": 2, "m": {"k": 1, "j": "bad"}}\n',
+        "a bigint, m map<string, bigint>, ms map<string, struct<x: bigint>>",
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+@pytest.mark.parametrize("corrupt", ["", ", _corrupt_record string"], ids=["plain", "corrupt"])
+@pytest.mark.parametrize("case", list(WRONG_TYPES_INSIDE))
+def test_json_values_of_the_wrong_type_inside_read_like_spark(
+    spark: SparkSession, tmp_path: Path, case: str, corrupt: str, mode: str
+) -> None:
+    data, schema = WRONG_TYPES_INSIDE[case]
+    (tmp_path / "data.json").write_bytes(data)
+    same_as_spark(spark, "json", tmp_path / "data.json", schema=schema + corrupt, mode=mode)
+
+
+def test_json_failfast_fails_on_a_value_of_the_wrong_type_inside_a_struct_like_spark(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    (tmp_path / "data.json").write_bytes(b'{"s": {"x": 1}}\n{"s": {"x": "bad"}}\n')
+    options = {"schema": "s struct<x: bigint>", "mode": "FAILFAST"}
+    with pytest.raises(Exception, match="MALFORMED_RECORD_IN_PARSING"):
+        sparks(spark, "json", tmp_path, **options).collect()
+    with pytest.raises(Exception, match=r"data\.json' at line 2"):
+        files(spark, "json", tmp_path, **options).collect()
+
+
 MULTILINE_CSV: dict[str, tuple[bytes, dict[str, str]]] = {
     "too few and too many values, a bad number, quoted line breaks": (
         b'a,b\n1,"x\ny"\n2\n3,z,extra\nbad,w\n4,"p\nq"\n5,"m\nn",6\nbad,"r\ns"\n',
@@ -163,6 +399,18 @@ MULTILINE_CSV: dict[str, tuple[bytes, dict[str, str]]] = {
     "a line of white space is a record": (b'a,b\n1,"x\ny"\n  \n2,z\n', {"header": "true"}),
     "escaped quotes": (b'a,b\n1,"q\\"x\ny"\n2\n3,"\\\\"\n', {"header": "true", "escape": "\\"}),
     "comments": (b'#c\n1,"x\n#y"\n#z\n2\n3,w\n', {"comment": "#"}),
+    # Spark's parser takes the file's first line break for its line separator, and reads
+    # that separator inside quoted values as \n.
+    "a CRLF file: a quoted CRLF reads as LF, a lone CR or LF as written": (
+        b'a,b\r\n1,"x\r\ny"\r\n2,"p\nq\rr"\r\n3,"s\r\nt",extra\r\nbad,"u\r\nv"\r\n',
+        {"header": "true"},
+    ),
+    "an LF file: a quoted CRLF as written": (
+        b'a,b\n1,"x\r\ny"\n2,"p\r\nq",extra\nbad,"r\r\ns"\n',
+        {"header": "true"},
+    ),
+    "the first line break, inside quotes, decides": (b'1,"x\r\ny"\n2,"p\r\nq"\nbad,"r\r\ns"\n', {}),
+    "a lone CR first: a quoted CR reads as LF": (b'1,"x\ry"\n2,"p\r\nq"\n', {}),
 }
 
 
@@ -194,12 +442,17 @@ MULTILINE_JSON = {
     "c.json": b'{"a": 4,\n "b": "y"}',
     "d.json": b'[{"a": 5}, {"a": "six", "b": "z"}]',  # a value of the wrong type
     "e.json": b'[{"a": 7}, 8]',  # an element that is not an object
+    "f.json": b'[{"a": 9, "s": {"x": "bad", "y": "w"}}, {"a": 10}]',  # inside a struct
 }
 
 
 @pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
 @pytest.mark.parametrize(
-    "schema", ["a bigint, b string", "a bigint, b string, _corrupt_record string"]
+    "schema",
+    [
+        "a bigint, b string, s struct<x: bigint, y: string>",
+        "a bigint, b string, s struct<x: bigint, y: string>, _corrupt_record string",
+    ],
 )
 def test_multiline_json_malformed_files_read_like_spark(
     spark: SparkSession, tmp_path: Path, schema: str, mode: str
@@ -295,7 +548,7 @@ def test_the_first_bad_file_in_path_order_is_named(spark: SparkSession, tmp_path
         ("locale", "de-DE", "en-US"),
         ("encoding", "latin1", "UTF-8"),
         ("lineSep", ";", "format text"),
-        ("timeZone", "UTC", "spark.sql.session.timeZone"),
+        ("timeZone", "Mars/Olympus", "give a region such as America/New_York"),
         ("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSS", "to_timestamp"),
         ("sep", "::", "single character"),
         ("enforceSchema", "false", "by position"),

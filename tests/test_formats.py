@@ -8,7 +8,7 @@ import io
 import json
 import uuid
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
@@ -476,7 +476,7 @@ def test_infer_csv_names_from_the_header(local: Store) -> None:
         [
             ("id", pa.int32()),
             ("_c1", pa.string()),
-            ("when", pa.timestamp("us")),
+            ("when", pa.timestamp("us", "UTC")),
             ("empty", pa.string()),
         ]
     )
@@ -695,6 +695,26 @@ def test_csv_multi_line_values_and_patterned_timestamps(local: Store) -> None:
     assert not is_splittable(path, options)
     assert read_all(local, path, options).to_pylist() == [
         {"t": datetime(2024, 2, 1, 10, 11), "s": "a\nb"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "data"),
+    [
+        ("csv", b"t\n2024-01-05 10:00:00\n2024-01-05T10:00:00+01:00\n\n"),
+        ("json", b'{"t": "2024-01-05 10:00:00"}\n{"t": "2024-01-05T10:00:00+01:00"}\n{}\n'),
+    ],
+)
+def test_timestamp_text_without_an_offset_is_read_in_the_time_zone(
+    local: Store, fmt: str, data: bytes
+) -> None:
+    path = local.put(f"t.{fmt}", data)
+    schema = pa.schema([("t", pa.timestamp("us", "UTC"))])
+    options = failfast(fmt, schema, header=True, time_zone="America/New_York")
+    assert read_all(local, path, options).column("t").to_pylist() == [
+        datetime(2024, 1, 5, 15, tzinfo=UTC),
+        datetime(2024, 1, 5, 9, tzinfo=UTC),
+        *([None] if fmt == "json" else []),
     ]
 
 

@@ -80,6 +80,44 @@ def test_partition_values_are_typed_as_spark_types_them(
     same_as_spark(spark, "parquet", tmp_path / "lake")
 
 
+ZONES = ["America/New_York", "+05:30"]
+# An ordinary local time, one that New York's clocks skip, and one they pass twice.
+LOCAL_TIMES = ["2024-01-05 10%3A00%3A00", "2024-03-10 02%3A30%3A00", "2024-11-03 01%3A30%3A00"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("zone", ZONES)
+@pytest.mark.parametrize("values", [LOCAL_TIMES, ["2024-01-05", "2024-01-05 10%3A00%3A00"]])
+def test_timestamp_partition_values_are_read_in_the_timezone_option_like_spark(
+    spark: Any, tmp_path: Path, values: list[str], zone: str
+) -> None:
+    _write_partitions(tmp_path / "lake", "ts", values)
+    same_as_spark(spark, "parquet", tmp_path / "lake", timeZone=zone)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "where",
+    [
+        "ts = TIMESTAMP'2024-01-05 15:00:00'",
+        "ts > TIMESTAMP'2024-01-05 14:00:00' and ts < TIMESTAMP'2024-11-03 05:30:00'",
+        "ts in (TIMESTAMP'2024-03-10 07:30:00', TIMESTAMP'2024-11-03 05:30:00')",
+        "ts <= TIMESTAMP'2024-03-10 07:30:00'",
+    ],
+)
+def test_pushed_filters_on_timestamp_partitions_give_sparks_rows_in_a_timezone(
+    spark: Any, tmp_path: Path, where: str
+) -> None:
+    """The literals are instants (the session's zone is UTC); the directories' local
+    times are New York's: a partition read in UTC would be pruned or kept wrongly."""
+    _write_partitions(tmp_path / "lake", "ts", LOCAL_TIMES)
+    zone = {"timeZone": "America/New_York"}
+    ours = files(spark, "parquet", tmp_path / "lake", **PUSHED, **zone).where(where)
+    theirs = sparks(spark, "parquet", tmp_path / "lake", **zone).where(where)
+    assert sorted(ours.collect()) == sorted(theirs.collect())
+    assert theirs.count() > 0
+
+
 @pytest.mark.spark
 def test_without_type_inference_and_below_a_base_path(spark: Any, tmp_path: Path) -> None:
     _write_partitions(tmp_path / "lake", "day", ["2024-01-05", "2024-01-06"])

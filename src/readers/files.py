@@ -148,7 +148,10 @@ class FileSplitReader(SplitReader[FileSplit]):
         columns = []
         for field in self._schema:
             if field.name in partition:
-                value = pa.scalar(partition_value(partition[field.name], field.type), field.type)
+                raw = partition[field.name]
+                value = pa.scalar(
+                    partition_value(raw, field.type, self._format.time_zone), field.type
+                )
                 columns.append(pa.repeat(value, batch.num_rows))
             else:
                 columns.append(batch.column(field.name))

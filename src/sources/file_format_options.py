@@ -20,6 +20,8 @@ import pyarrow as pa
 
 from readers.formats import FormatOptions
 from readers.formats.patterns import strptime_format
+from readers.formats.zones import parse_zone_id
+from sources.machine_zone import machine_time_zone
 from sources.options import Option, Options
 
 __all__ = [
@@ -102,13 +104,26 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
     Option.boolean("inferSchema", "csv: infer column types (else all strings)", default=False),
     Option.string("nullValue", "csv: the text of a null value", default=""),
     Option.string("emptyValue", "csv: what a quoted empty value reads as", default=""),
+    Option.string("nanValue", "csv: the text of NaN in float and double columns", "NaN"),
+    Option.string("positiveInf", "csv: the text of +Infinity in float and double columns", "Inf"),
+    Option.string("negativeInf", "csv: the text of -Infinity in float and double columns", "-Inf"),
     Option.boolean("ignoreLeadingWhiteSpace", "csv: trim white space before values", False),
     Option.boolean("ignoreTrailingWhiteSpace", "csv: trim white space after values", False),
     Option.integer("maxColumns", "csv: the most columns a record may have", 20_480, minimum=1),
     Option.boolean("multiLine", "csv, json: records may span lines; files read whole", False),
     Option("timestampFormat", strptime_format, "csv, json: the pattern of timestamp values", None),
     Option("dateFormat", strptime_format, "csv, json: the pattern of date values", None),
+    Option(
+        "timeZone",
+        parse_zone_id,
+        "csv, json, partition values: the zone of timestamps without an offset "
+        "(default: the driver machine's)",
+        None,
+    ),
     Option.boolean("primitivesAsString", "json: infer every scalar as a string", False),
+    Option.boolean(
+        "dropFieldIfAllNull", "json: infer no column for a field never seen with a value", False
+    ),
     Option.boolean("wholetext", "text: each file is one value", default=False),
     Option.boolean("mergeSchema", "parquet: infer the schema from every file", default=False),
     Option.string("lineSep", "json: \\n or \\r\\n; text: \\n", None),
@@ -129,9 +144,6 @@ DEFAULT_ONLY_OPTIONS: tuple[Option, ...] = (
     ),
     _at_default("preferDate", "true", _AS_STRING),
     _at_default("prefersDecimal", "false", "give a schema with decimal columns"),
-    _at_default("nanValue", "NaN", _AS_STRING),
-    _at_default("positiveInf", "Inf", _AS_STRING),
-    _at_default("negativeInf", "-Inf", _AS_STRING),
     _at_default("maxCharsPerColumn", "-1", "filter long values after the read"),
     _at_default("unescapedQuoteHandling", "STOP_AT_DELIMITER", "fix the quoting of the files"),
     _at_default("charToEscapeQuoteEscaping", "\\0", "use escape"),
@@ -143,7 +155,7 @@ DEFAULT_ONLY_OPTIONS: tuple[Option, ...] = (
     _at_default("allowBackslashEscapingAnyCharacter", "false", "fix the escapes in the files"),
     _at_default("allowUnquotedControlChars", "false", "escape control characters in the files"),
     _at_default("allowNonNumericNumbers", "true", _AS_STRING),
-    _at_default("dropFieldIfAllNull", "false", "drop the columns after the read"),
+    _at_default("inferTimestamp", "false", "give a schema with timestamp columns"),
     _at_default("datetimeRebaseMode", "EXCEPTION", "rewrite the files with Spark 3 or later"),
     _at_default("int96RebaseMode", "EXCEPTION", "rewrite the files with Spark 3 or later"),
 )
@@ -151,7 +163,6 @@ DEFAULT_ONLY_OPTIONS: tuple[Option, ...] = (
 
 REFUSED_OPTIONS: tuple[Option, ...] = (
     _refused("timestampNTZFormat", f"give timestampFormat, or {_AS_STRING}"),
-    _refused("timeZone", "set spark.sql.session.timeZone, or give timestamps with an offset"),
 )
 """Spark's options refused whatever their value."""
 
@@ -162,7 +173,11 @@ WRITE_ONLY_OPTIONS: tuple[Option, ...] = tuple(
 
 
 def format_options_from(options: Options) -> FormatOptions:
-    """The :class:`FormatOptions` of the parsed options of ``splitsource.files``."""
+    """The :class:`FormatOptions` of the parsed options of ``splitsource.files``.
+
+    Without ``timeZone``, the zone is the driver machine's (:func:`machine_time_zone`),
+    found now, on the driver, and carried with the plan to every executor.
+    """
     get: Callable[[str], Any] = options.__getitem__
     return FormatOptions(
         format=get("format"),
@@ -178,13 +193,18 @@ def format_options_from(options: Options) -> FormatOptions:
         comment=get("comment"),
         null_value=get("nullValue"),
         empty_value=get("emptyValue"),
+        nan_value=get("nanValue"),
+        positive_inf=get("positiveInf"),
+        negative_inf=get("negativeInf"),
         ignore_leading_white_space=get("ignoreLeadingWhiteSpace"),
         ignore_trailing_white_space=get("ignoreTrailingWhiteSpace"),
         max_columns=get("maxColumns"),
         multi_line=get("multiLine"),
         timestamp_format=get("timestampFormat"),
         date_format=get("dateFormat"),
+        time_zone=get("timeZone") or machine_time_zone(),
         primitives_as_string=get("primitivesAsString"),
+        drop_field_if_all_null=get("dropFieldIfAllNull"),
         whole_text=get("wholetext"),
         merge_schema=get("mergeSchema"),
         line_sep=get("lineSep"),

@@ -326,7 +326,9 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         if not self.read.filters:
             return splits
         partitions = {split.partition for split in splits}
-        kept = matching_partitions(partitions, self.read.filters, self.partition_columns)
+        kept = matching_partitions(
+            partitions, self.read.filters, self.partition_columns, self.read.format.time_zone
+        )
         return [split for split in splits if split.partition in kept]
 
     def create_reader(self, schema: pa.Schema) -> FileSplitReader:

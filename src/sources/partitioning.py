@@ -5,19 +5,21 @@ A directory's raw value is kept as written (it travels in splits and state);
 Spark's partition discovery with ``spark.sql.sources.partitionColumnTypeInference.enabled``;
 :func:`partition_value` turns a raw value into the Python value of any column type,
 null for ``__HIVE_DEFAULT_PARTITION__`` or a value that does not parse (as
-Spark's cast of a string would give).
+Spark's cast of a string would give); a timestamp without an offset is in the read's
+``timeZone``, as Spark's.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
 
+from readers.formats.zones import UTC, as_instants
 from sources.filters import Filter, arrow_predicate
 
 __all__ = [
@@ -46,7 +48,7 @@ _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,9})?")
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _MAX_PRECISION = 38
-_TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+_TIMESTAMP_TYPE = pa.timestamp("us", tz=UTC)
 _INDEX = "__partition_index__"
 
 
@@ -59,7 +61,7 @@ def infer_partition_type(raw_values: Iterable[str], inference: bool = True) -> p
     """The type Spark gives a partition column with these directory values.
 
     Each value is tried as int, long, decimal without fraction, double,
-    timestamp (``yyyy-MM-dd HH:mm:ss[.S]``, UTC) and date (``yyyy-MM-dd``), else
+    timestamp (``yyyy-MM-dd HH:mm:ss[.S]``) and date (``yyyy-MM-dd``), else
     string; the column's type is the widest of its values' (int and long widen to
     decimal or double, date to timestamp; anything else mixed is string). Without
     ``inference``, string; a column of only ``__HIVE_DEFAULT_PARTITION__`` is null-typed
@@ -76,26 +78,33 @@ def infer_partition_type(raw_values: Iterable[str], inference: bool = True) -> p
     return result
 
 
-def partition_value(raw: str, kind: pa.DataType) -> Any:
-    """The value of a column of type ``kind`` that directory value ``raw`` stands for."""
+def partition_value(raw: str, kind: pa.DataType, time_zone: str) -> Any:
+    """The value of a column of type ``kind`` that directory value ``raw`` stands for.
+
+    A timestamp without an offset is read in ``time_zone`` (as
+    :func:`~readers.formats.zones.parse_zone_id` gives it), if ``kind`` has a zone.
+    """
     if raw == DEFAULT_PARTITION_NAME:
         return None
     text = unescape(raw)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return text
     try:
-        return _parsed(text, kind)
+        return _parsed(text, kind, time_zone)
     except (ValueError, ArithmeticError, pa.ArrowException):
         return None
 
 
 def matching_partitions(
-    partitions: Iterable[Partition], filters: Sequence[Filter], columns: Mapping[str, pa.DataType]
+    partitions: Iterable[Partition],
+    filters: Sequence[Filter],
+    columns: Mapping[str, pa.DataType],
+    time_zone: str,
 ) -> set[Partition]:
     """The ``partitions`` whose values, typed as ``columns`` say, may pass ``filters``.
 
     Filters on other columns are not judged here; a partition without one of
-    the columns has null there.
+    the columns has null there. Timestamps are read as :func:`partition_value` reads them.
     """
     candidates = list(dict.fromkeys(partitions))
     names = sorted({key for partition in candidates for key, _ in partition if key in columns})
@@ -108,7 +117,9 @@ def matching_partitions(
             **{
                 name: pa.array(
                     [
-                        partition_value(v.get(name, DEFAULT_PARTITION_NAME), columns[name])
+                        partition_value(
+                            v.get(name, DEFAULT_PARTITION_NAME), columns[name], time_zone
+                        )
                         for v in values
                     ],
                     columns[name],
@@ -121,7 +132,7 @@ def matching_partitions(
     return {candidates[index] for index in table.filter(predicate).column(_INDEX).to_pylist()}
 
 
-def _parsed(text: str, kind: pa.DataType) -> Any:
+def _parsed(text: str, kind: pa.DataType, time_zone: str) -> Any:
     if pa.types.is_integer(kind):
         return int(text.strip()) if _INTEGER.fullmatch(text.strip()) else None
     if pa.types.is_floating(kind):
@@ -132,7 +143,7 @@ def _parsed(text: str, kind: pa.DataType) -> Any:
     if pa.types.is_date(kind):
         return date.fromisoformat(text.strip()) if _DATE.fullmatch(text.strip()) else None
     if pa.types.is_timestamp(kind):
-        return _timestamp(text)
+        return _timestamp(text, kind, time_zone)
     if pa.types.is_boolean(kind):
         return {"true": True, "false": False}.get(text.strip().lower())
     return pa.scalar(text).cast(kind).as_py()
@@ -152,7 +163,7 @@ def _value_type(raw: str) -> pa.DataType:
     if _java_double(raw) is not None:
         return pa.float64()
     text = unescape(raw)
-    if _TIMESTAMP.fullmatch(text) and _timestamp(text) is not None:
+    if _TIMESTAMP.fullmatch(text) and _written_time(text) is not None:
         return _TIMESTAMP_TYPE
     if _DATE.fullmatch(raw) and _valid_date(raw):
         return pa.date32()
@@ -181,11 +192,27 @@ def _java_double(text: str) -> float | None:
     return float(stripped.rstrip("fFdD").replace("Infinity", "inf"))
 
 
-def _timestamp(text: str) -> datetime | None:
+def _written_time(text: str) -> datetime | None:
+    """The date and time ``text`` writes (with its offset, if it has one), None if none."""
     try:
-        return datetime.fromisoformat(text.strip()).replace(tzinfo=UTC)
+        return datetime.fromisoformat(text.strip())
     except ValueError:
         return None
+
+
+def _timestamp(text: str, kind: pa.DataType, time_zone: str) -> datetime | None:
+    """``text`` as a timestamp of ``kind``: the wall-clock time it writes if ``kind`` has no
+    zone, else the instant, in ``time_zone`` if ``text`` has no offset."""
+    written = _written_time(text)
+    if written is None:
+        return None
+    if kind.tz is None:
+        return written.replace(tzinfo=None)
+    if written.tzinfo is not None:
+        return written
+    local = pa.array([written], pa.timestamp("us"))
+    instant: datetime = as_instants(local, time_zone)[0].as_py()
+    return instant
 
 
 def _valid_date(text: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,4 +50,9 @@ def same_as_spark(spark: SparkSession, fmt: str, path: Path | str, **options: An
 
 
 def _rows(df: DataFrame) -> list[tuple[Any, ...]]:
-    return sorted((tuple(row) for row in df.collect()), key=repr)
+    return sorted((tuple(map(_comparable, row)) for row in df.collect()), key=repr)
+
+
+def _comparable(value: Any) -> Any:
+    """``value``, but NaN as a string: NaN is not equal to itself."""
+    return "NaN" if isinstance(value, float) and math.isnan(value) else value

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from types import MappingProxyType
 
@@ -12,9 +13,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+from readers.formats.csv_inference import spark_type
+from readers.formats.csv_quotes import spark_quoted
 from readers.formats.line_format import RecordFormat, with_block_size
-from readers.formats.lines import line_ends
-from readers.formats.malformed import Malformed, check_one_per_line, conform, file_schema
+from readers.formats.lines import Block, line_ends
+from readers.formats.malformed import (
+    Malformed,
+    MalformedLines,
+    check_one_per_line,
+    conform,
+    file_schema,
+)
 from readers.formats.options import FormatOptions, invalid_option
 from readers.formats.values import (
     FALSE,
@@ -33,7 +42,8 @@ _ALL_STRINGS: Mapping[str, pa.DataType] = MappingProxyType(
 )
 """Column types that read every token of a CSV line (up to 4096) as text."""
 
-_INT32 = (-(1 << 31), (1 << 31) - 1)
+_CONVERSION_ERROR = re.compile(r"conversion error to (u?int\d+|bool|halffloat|float|double)")
+"""pyarrow's error for text it does not read as a number or a boolean."""
 
 
 class CsvFormat(RecordFormat):
@@ -54,8 +64,11 @@ class CsvFormat(RecordFormat):
                 )
 
     def header_test(self, options: FormatOptions) -> Callable[[bytes], bool] | None:
-        """With ``header``: the header is the first line that is not blank nor a comment."""
-        return partial(is_record_line, options=options) if options.header else None
+        """With ``header``: the header is the first line that is not blank nor a comment.
+        With ``multiLine``, :meth:`decode_block` skips it, as it needs the file's first line."""
+        if not options.header or options.multi_line:
+            return None
+        return partial(is_record_line, options=options)
 
     def reads_whole(self, options: FormatOptions) -> bool:
         """With ``multiLine``: quoted values may hold line breaks."""
@@ -71,6 +84,22 @@ class CsvFormat(RecordFormat):
         outside = np.searchsorted(quotes, newlines - 1) % 2 == 0
         kept = newlines[outside]
         return kept if len(kept) and kept[-1] == len(data) else np.append(kept, len(data))
+
+    def decode_block(
+        self, block: Block, path: str, options: FormatOptions, malformed: MalformedLines
+    ) -> Iterator[pa.Table]:
+        """The records of ``block``. With ``multiLine`` it is a whole file, header included,
+        whose first line break (``\\r\\n``, ``\\r`` or ``\\n``) reads as ``\\n`` inside values:
+        Spark's parser takes that break for the file's line separator, and turns it into ``\\n``."""
+        if not options.multi_line:
+            yield from super().decode_block(block, path, options, malformed)
+            return
+        line_break = _first_line_break(block.data)
+        records = _after_header(block, options) if options.header else block
+        if records is None:
+            return
+        for table in super().decode_block(records, path, options, malformed):
+            yield _with_newlines(table, line_break, options)
 
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
         if options.multi_line:
@@ -92,24 +121,13 @@ class CsvFormat(RecordFormat):
     def _decode(self, data: bytes, options: FormatOptions) -> pa.Table:
         """:meth:`decode` of ``data`` whose lines to skip are empty."""
         schema = options.data_schema
+        data = spark_quoted(data, options)
         # multiLine reads a line of white space as a record; no columns: a file of no records
         blank = not data.strip(b"\r\n") if options.multi_line else data.isspace()
         if not data or blank or not len(schema):
             return schema.empty_table()
         names = schema.names + _unread_columns(data, options)
-        convert = _convert_options(options, schema)
-        convert.include_columns = schema.names
-        table = with_block_size(
-            data,
-            lambda block_size: pa_csv.read_csv(
-                pa.BufferReader(data),
-                read_options=pa_csv.ReadOptions(column_names=names, block_size=block_size),
-                parse_options=_parse_options(
-                    options, newlines_in_values=options.multi_line, ignore_empty_lines=True
-                ),
-                convert_options=convert,
-            ),
-        )
+        table = _read_as_spark(data, options, names)
         if not options.multi_line:
             check_one_per_line(table.num_rows, data, _records)
         columns = [
@@ -137,7 +155,7 @@ class CsvFormat(RecordFormat):
         columns = len(options.data_schema)
         try:
             tokens = pa_csv.read_csv(
-                pa.BufferReader(record + b"\n"),
+                pa.BufferReader(spark_quoted(record, options) + b"\n"),
                 read_options=pa_csv.ReadOptions(autogenerate_column_names=True),
                 parse_options=_parse_options(options, newlines_in_values=options.multi_line),
                 convert_options=pa_csv.ConvertOptions(
@@ -157,11 +175,10 @@ class CsvFormat(RecordFormat):
     def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
         """Names from the header (or ``_c<i>``); every column a string unless ``infer_schema``.
 
-        With ``infer_schema``: pyarrow's types, made like Spark's: whole numbers that fit
-        are ``int32``, no-value columns strings, timestamps in microseconds; records
-        with another number of values than the first are left out of the inference.
+        With ``infer_schema``: Spark's types of the values (:func:`.csv_inference.spark_type`);
+        records with another number of values than the first are left out of the inference.
         """
-        sample = blank_skipped_lines(sample, options).lstrip(b"\r\n")
+        sample = spark_quoted(blank_skipped_lines(sample, options).lstrip(b"\r\n"), options)
         if not sample:
             return pa.schema([])
         if not sample.endswith(b"\n"):
@@ -177,17 +194,18 @@ class CsvFormat(RecordFormat):
             invalid_option(
                 "maxColumns", f"the first record has {len(names)} columns; raise maxColumns"
             )
+        texts = pa.schema([(name, pa.string()) for name in names])
         if not options.infer_schema:
-            return pa.schema([(name, pa.string()) for name in names])
+            return texts
         table = pa_csv.read_csv(
             pa.BufferReader(sample),
             read_options=pa_csv.ReadOptions(
                 column_names=names, skip_rows=1 if options.header else 0, block_size=len(sample) + 1
             ),
             parse_options=_parse_options(options, invalid_row_handler=lambda row: "skip"),
-            convert_options=_convert_options(options, None),
+            convert_options=_convert_options(options, texts),
         )
-        return pa.schema([pa.field(name, _spark_type(table.column(name))) for name in names])
+        return pa.schema([(name, spark_type(table.column(name), options)) for name in names])
 
 
 def _spark_names(header: list[str], named: bool) -> list[str]:
@@ -200,20 +218,6 @@ def _spark_names(header: list[str], named: bool) -> list[str]:
         f"_c{index}" if not name else f"{name}{index}" if seen[name.lower()] > 1 else name
         for index, name in enumerate(header)
     ]
-
-
-def _spark_type(column: pa.ChunkedArray) -> pa.DataType:
-    """The type Spark infers for ``column``, which pyarrow inferred."""
-    kind = column.type
-    if pa.types.is_null(kind):
-        return pa.string()
-    if pa.types.is_timestamp(kind):
-        return pa.timestamp("us", kind.tz)
-    if pa.types.is_int64(kind):
-        low, high = pc.min_max(column).values()
-        if low.as_py() is None or (_INT32[0] <= low.as_py() and high.as_py() <= _INT32[1]):
-            return pa.int32()
-    return kind
 
 
 def _unread_columns(data: bytes, options: FormatOptions) -> list[str]:
@@ -238,20 +242,62 @@ def _unread_columns(data: bytes, options: FormatOptions) -> list[str]:
     return [f"__unread_{i}" for i in range(max(0, width - len(schema)))]
 
 
-def _convert_options(options: FormatOptions, schema: pa.Schema | None) -> pa_csv.ConvertOptions:
-    """pyarrow's conversion for ``schema`` (None: inferred), staged columns as strings."""
-    by_default = nulls_only_by_default(options)
-    types = None
-    if schema is not None:
-        types = {
-            field.name: pa.string() if staged(field, options) else field.type for field in schema
-        }
+def _read_as_spark(data: bytes, options: FormatOptions, names: list[str]) -> pa.Table:
+    """The schema's columns of ``data`` (whose columns are ``names``), read by pyarrow.
+
+    Numbers and booleans are read by pyarrow's conversion, unless it refuses text of
+    theirs or may have read text Spark refuses: then they are read again as text for
+    Spark's rules (:func:`.values.staged`), which take ``+5``, ``1d`` and ``tRuE`` and
+    refuse ``nan`` and ``INF``.
+    """
+    try:
+        table = _read(data, options, names, spark_rules=False)
+    except pa.ArrowInvalid as error:
+        if not _CONVERSION_ERROR.search(str(error)):
+            raise
+    else:
+        if all(_finite(column) for column in table.columns):
+            return table
+    return _read(data, options, names, spark_rules=True)
+
+
+def _read(data: bytes, options: FormatOptions, names: list[str], spark_rules: bool) -> pa.Table:
+    """The schema's columns of ``data``, :func:`.values.staged` ones as text."""
+    convert = _convert_options(options, options.data_schema, spark_rules)
+    convert.include_columns = options.data_schema.names
+    return with_block_size(
+        data,
+        lambda block_size: pa_csv.read_csv(
+            pa.BufferReader(data),
+            read_options=pa_csv.ReadOptions(column_names=names, block_size=block_size),
+            parse_options=_parse_options(
+                options, newlines_in_values=options.multi_line, ignore_empty_lines=True
+            ),
+            convert_options=convert,
+        ),
+    )
+
+
+def _finite(column: pa.ChunkedArray) -> bool:
+    """Whether ``column`` holds no NaN nor infinite float, which Spark may not have read
+    (from ``NAN`` or ``inf``)."""
+    if not pa.types.is_floating(column.type):
+        return True
+    return pc.all(pc.is_finite(column)).as_py() is not False
+
+
+def _convert_options(
+    options: FormatOptions, schema: pa.Schema, spark_rules: bool = False
+) -> pa_csv.ConvertOptions:
+    """pyarrow's conversion for ``schema``, :func:`.values.staged` columns as strings."""
     return pa_csv.ConvertOptions(
-        column_types=types,
+        column_types={
+            field.name: pa.string() if staged(field, options, spark_rules) else field.type
+            for field in schema
+        },
         null_values=sorted({"", options.null_value}),
         strings_can_be_null=True,
-        # Inference skips empty values, quoted or not, unless emptyValue gives them text.
-        quoted_strings_can_be_null=by_default or (schema is None and options.empty_value == ""),
+        quoted_strings_can_be_null=nulls_only_by_default(options),
         true_values=TRUE,
         false_values=FALSE,
     )
@@ -266,6 +312,40 @@ def _parse_options(options: FormatOptions, **more: object) -> pa_csv.ParseOption
         escape_char=options.escape if options.escape not in (None, options.quote) else False,
         **more,
     )
+
+
+def _first_line_break(data: bytes) -> str:
+    """The line separator Spark's CSV parser detects in a file: its first ``\\r`` or ``\\n``,
+    with a ``\\n`` right after that ``\\r``; ``\\n`` if it has neither."""
+    found = re.search(rb"\r\n?|\n", data)
+    return found.group().decode() if found else "\n"
+
+
+def _after_header(block: Block, options: FormatOptions) -> Block | None:
+    """The lines of ``block``, a whole file, after its header: the first line that is not blank
+    nor a comment. None if it has no such line."""
+    data, start = block.data, 0
+    while (newline := data.find(b"\n", start)) >= 0:
+        line, start = data[start:newline], newline + 1
+        if is_record_line(line, options):
+            number = None if block.line is None else block.line + data.count(b"\n", 0, start)
+            return Block(data[start:], block.offset + start, number)
+    return None
+
+
+def _with_newlines(table: pa.Table, line_break: str, options: FormatOptions) -> pa.Table:
+    """``table`` with ``line_break`` inside its text values as ``\\n``, but in the corrupt-record
+    column, which holds records as written (as in Spark)."""
+    if line_break == "\n":
+        return table
+    columns = [
+        pc.replace_substring(column, line_break, "\n")
+        if field.name != options.corrupt_column
+        and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type))
+        else column
+        for field, column in zip(table.schema, table.columns, strict=True)
+    ]
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def _quotes(data: bytes, options: FormatOptions) -> np.ndarray:

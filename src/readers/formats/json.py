@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from readers.formats.json_text import (
-    document_as_lines,
-    empty_strings_as_nulls,
-    objects_only,
-    values_as_text,
-)
+from readers.formats.json_inference import inferred_schema
+from readers.formats.json_text import document_as_lines, fitting_fields, values_as_text
 from readers.formats.line_format import RecordFormat, with_block_size
 from readers.formats.lines import Block, line_ends
 from readers.formats.malformed import (
@@ -46,13 +44,13 @@ class JsonFormat(RecordFormat):
 
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
         schema = options.data_schema
-        if not data or data.isspace():
+        if data and not data.isspace():
+            data = _document(data) if options.multi_line else _arrays_as_records(data)
+        if not data or data.isspace():  # also a line that is an empty array
             return schema.empty_table()
-        if options.multi_line:
-            data = _document(data)
         as_read = pa.schema(
             [
-                field.with_type(pa.string()) if patterned(field.type, options) else field
+                field.with_type(pa.string()) if _read_as_text(field, options) else field
                 for field in schema
             ]
         )
@@ -67,8 +65,8 @@ class JsonFormat(RecordFormat):
         if as_read != schema:
             table = pa.Table.from_arrays(
                 [
-                    converted(table.column(index), field, options)
-                    if patterned(field.type, options)
+                    _from_text(table.column(index), field, options)
+                    if _read_as_text(field, options)
                     else table.column(index)
                     for index, field in enumerate(schema)
                 ],
@@ -77,13 +75,27 @@ class JsonFormat(RecordFormat):
         return conform(table, schema)
 
     def field_texts(self, record: bytes, options: FormatOptions) -> list[bytes]:
-        """The record for every column: a JSON parser reads the fields by name."""
-        return [record] * len(options.data_schema)
+        """Per column, an object of the record's value alone, less the values inside it that
+        do not fit their type (as Spark keeps a struct and nulls only such fields)."""
+
+        def fits(text: str, field: pa.Field) -> bool:
+            try:
+                self.decode(_alone(field, text), replace(options, data_schema=pa.schema([field])))
+            except (pa.ArrowException, Malformed):
+                return False
+            return True
+
+        values = fitting_fields(record, options.data_schema, fits)
+        return [
+            b"" if text is None else _alone(field, text)
+            for field, text in zip(options.data_schema, values, strict=True)
+        ]
 
     def salvage(self, record: bytes, options: FormatOptions) -> pa.Table:
-        """With ``multiLine``, a row per object of the file (each with the values that parse),
-        or one row of nulls if the file is not an object or an array of objects."""
-        if not options.multi_line:
+        """A row per object of a line that is an array (with ``multiLine``, of the file), each
+        with the values that fit, or one row of nulls if it is not an object or an array of
+        objects (as Spark); the values that fit of an object line."""
+        if not options.multi_line and not record.lstrip().startswith(b"["):
             return super().salvage(record, options)
         try:
             objects = document_as_lines(record)
@@ -113,23 +125,58 @@ class JsonFormat(RecordFormat):
                 if options.mode == "FAILFAST":
                     raise
                 return pa.schema([corrupt] if options.mode == "PERMISSIVE" else [])
-        malformed = False
-        try:
-            inferred = _inferred(sample)
-        except pa.ArrowInvalid:
-            good, malformed = objects_only(sample)
-            if malformed and options.mode == "FAILFAST":
-                raise
-            try:
-                inferred = _inferred(good)
-            except pa.ArrowInvalid:  # a field of several types, which Spark merges
-                lines = good.split(b"\n")
-                inferred = _merged([_inferred(empty_strings_as_nulls(line)) for line in lines])
-        as_text = options.primitives_as_string
-        fields = [_spark_field(f, as_text) for f in inferred]
-        if malformed and options.mode == "PERMISSIVE":
+        inferred, malformed = inferred_schema(
+            sample, options.primitives_as_string, options.drop_field_if_all_null
+        )
+        if malformed and options.mode == "FAILFAST":
+            raise Malformed("a line is not a JSON object or an array of objects")
+        fields = list(inferred)
+        if malformed and options.mode == "PERMISSIVE" and corrupt.name not in inferred.names:
             fields.append(corrupt)
         return pa.schema(sorted(fields, key=lambda f: f.name))
+
+
+def _arrays_as_records(data: bytes) -> bytes:
+    """JSON lines ``data`` with each line that is an array of objects as one line per object
+    (none for ``[]``), as Spark reads such a line; other lines as they are."""
+    first = np.frombuffer(data, dtype=np.uint8)[_line_starts(data)]
+    if not np.any((first == 0x5B) | (first == 0x20) | (first == 0x09)):  # "[", or indented
+        return data
+    lines = []
+    for line in data.splitlines(keepends=True):
+        try:
+            lines.append(document_as_lines(line) if line.lstrip().startswith(b"[") else line)
+        except ValueError:
+            lines.append(line)  # malformed: read as such
+    return b"".join(lines)
+
+
+def _read_as_text(field: pa.Field, options: FormatOptions) -> bool:
+    """Whether ``field`` is read as JSON text first: pyarrow has no maps nor Spark's patterns."""
+    return pa.types.is_map(field.type) or patterned(field.type, options)
+
+
+def _from_text(column: pa.ChunkedArray, field: pa.Field, options: FormatOptions) -> pa.Array:
+    if not pa.types.is_map(field.type):
+        return converted(column, field, options)
+    try:
+        return pa.array([_entries(text) for text in column.to_pylist()], type=field.type)
+    except (pa.ArrowException, TypeError, ValueError) as error:
+        raise Malformed(
+            f"column '{field.name}' holds a value that is not {field.type}: {error}"
+        ) from None
+
+
+def _entries(text: str | None) -> list[tuple[str, Any]] | None:
+    """The entries of the JSON object ``text`` (Python per value: maps are rare, and pyarrow's
+    JSON reader cannot tell a missing key from a null value)."""
+    value = None if text is None else json.loads(text)
+    return list(value.items()) if isinstance(value, dict) else None
+
+
+def _alone(field: pa.Field, text: str) -> bytes:
+    """A JSON line of one object whose only member is ``field``, of JSON ``text``."""
+    return f"{{{json.dumps(field.name)}:{text}}}\n".encode()
 
 
 def _document(data: bytes) -> bytes:
@@ -138,33 +185,6 @@ def _document(data: bytes) -> bytes:
         return document_as_lines(data)
     except ValueError as error:
         raise Malformed(f"the file is not a JSON object or array of objects: {error}") from None
-
-
-def _inferred(sample: bytes) -> pa.Schema:
-    if not sample.strip():
-        return pa.schema([])
-    return pa_json.read_json(
-        pa.BufferReader(sample),
-        read_options=pa_json.ReadOptions(block_size=len(sample) + 1),
-    ).schema
-
-
-def _merged(schemas: list[pa.Schema]) -> pa.Schema:
-    """One schema of the fields of ``schemas``, in order: numbers widened, other clashes strings."""
-    kinds: dict[str, list[pa.DataType]] = {}
-    for schema in schemas:
-        for field in schema:
-            kinds.setdefault(field.name, []).append(field.type)
-    fields = []
-    for name, found in kinds.items():
-        try:
-            merged = pa.unify_schemas(
-                [pa.schema([(name, kind)]) for kind in found], promote_options="permissive"
-            )
-            fields.append(merged.field(name))
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            fields.append(pa.field(name, pa.string()))
-    return pa.schema(fields)
 
 
 def _read(data: bytes, options: FormatOptions, schema: pa.Schema) -> pa.Table:
@@ -188,24 +208,9 @@ def _records(data: bytes) -> int:
         return 0
     bytes_ = np.frombuffer(data, dtype=np.uint8)
     content = (bytes_ != 0x20) & (bytes_ != 0x09) & (bytes_ != 0x0D) & (bytes_ != 0x0A)
-    starts = np.concatenate(([0], line_ends(data)[:-1]))
-    return int(np.count_nonzero(np.logical_or.reduceat(content, starts)))
+    return int(np.count_nonzero(np.logical_or.reduceat(content, _line_starts(data))))
 
 
-def _spark_field(field: pa.Field, as_text: bool) -> pa.Field:
-    return pa.field(field.name, _spark_type(field.type, as_text))
-
-
-def _spark_type(kind: pa.DataType, as_text: bool) -> pa.DataType:
-    """Spark's JSON inference: no-value and timestamp-like fields are strings, structs sorted."""
-    if pa.types.is_struct(kind):
-        children = sorted(
-            (_spark_field(kind.field(i), as_text) for i in range(kind.num_fields)),
-            key=lambda f: f.name,
-        )
-        return pa.struct(children)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return pa.list_(_spark_type(kind.value_type, as_text))
-    if as_text or pa.types.is_null(kind) or pa.types.is_timestamp(kind):
-        return pa.string()
-    return kind
+def _line_starts(data: bytes) -> np.ndarray:
+    """Where each line of ``data`` (not empty) starts."""
+    return np.concatenate(([0], line_ends(data)[:-1]))

@@ -1,22 +1,29 @@
-"""JSON text that pyarrow cannot read as is: whole-file documents, and values read as strings.
+"""JSON text that pyarrow cannot read as is: whole-file documents, values read as strings,
+and records with values of the wrong type.
 
 pyarrow reads objects one after the other and fails when a string column holds a
 number, boolean or object, or on a malformed line. Spark reads a ``multiLine`` file
 that is one array as its elements, a non-string value into a string column as the
-value's JSON text, and infers a schema from the lines that parse; these helpers
-rewrite such text, in Python, into objects pyarrow reads. They run only on the
-files or blocks that need it.
+value's JSON text, a line that is an array of objects as its objects, and in
+``PERMISSIVE`` mode keeps the fields of a struct that fit; these helpers rewrite such text, in
+Python, into objects pyarrow reads. They run only on the files, blocks or records
+that need it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["document_as_lines", "empty_strings_as_nulls", "objects_only", "values_as_text"]
+__all__ = [
+    "document_as_lines",
+    "fitting_fields",
+    "values_as_text",
+]
 
 
 class _Number(str):
@@ -76,37 +83,6 @@ def _after_white(text: str, at: int) -> int:
     return white.end() if white else at
 
 
-def objects_only(data: bytes) -> tuple[bytes, bool]:
-    """The lines of ``data`` that are JSON objects (or blank); whether others were left out."""
-    kept = []
-    for line in data.split(b"\n"):
-        try:
-            good = not line.strip() or isinstance(json.loads(line), dict)
-        except ValueError:
-            good = False
-        if good:
-            kept.append(line)
-    return b"\n".join(kept), len(kept) < data.count(b"\n") + 1
-
-
-def empty_strings_as_nulls(line: bytes) -> bytes:
-    """JSON ``line`` with its empty strings null, which Spark's inference takes them for."""
-    try:
-        return json.dumps(_nulls_for_empty(json.loads(line))).encode()
-    except ValueError:
-        return line
-
-
-def _nulls_for_empty(value: Any) -> Any:
-    if value == "":
-        return None
-    if isinstance(value, dict):
-        return {key: _nulls_for_empty(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_nulls_for_empty(item) for item in value]
-    return value
-
-
 def values_as_text(data: bytes, schema: pa.Schema) -> bytes:
     """``data``, JSON lines, with the values of string fields that are not strings as text.
 
@@ -118,15 +94,91 @@ def values_as_text(data: bytes, schema: pa.Schema) -> bytes:
     lines = []
     for line in data.split(b"\n"):
         try:
-            text = line.decode("utf-8")
-            raw, end = _parsed(text, 0)
-            if _after_white(text, end) != len(text):
-                raise ValueError("more than one value")
+            raw = _only_value(line)
         except ValueError:
             lines.append(line)
             continue
         lines.append(json.dumps(_text(raw, row)).encode() if isinstance(raw, dict) else line)
     return b"\n".join(lines)
+
+
+def fitting_fields(
+    record: bytes, schema: pa.Schema, fits: Callable[[str, pa.Field], bool]
+) -> list[str | None]:
+    """The JSON text of each field of ``schema`` in the JSON object ``record``, less what does
+    not fit, as Spark's ``PERMISSIVE`` mode keeps it: a struct keeps the fields that fit
+    and nulls the others; a list with an element that does not fit is null.
+
+    ``fits`` says whether a JSON text reads as a value of a field. None for a field that
+    is missing or does not fit at all; for every field if ``record`` is not one object.
+    """
+    try:
+        value = _only_value(record)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to read here
+        value = None
+    if not isinstance(value, _Object):
+        return [None] * len(schema)
+    return [_fitted(value[f.name], f, fits) if f.name in value else None for f in schema]
+
+
+def _only_value(line: bytes) -> Any:
+    """The JSON value that is all of ``line``, as :func:`_parsed` reads it.
+
+    Raises ValueError unless ``line`` is one JSON value.
+    """
+    text = line.decode("utf-8")
+    value, end = _parsed(text, 0)
+    if _after_white(text, end) != len(text):
+        raise ValueError("more than one value")
+    return value
+
+
+def _fitted(value: Any, field: pa.Field, fits: Callable[[str, pa.Field], bool]) -> str | None:
+    """The JSON text of ``value`` less what does not fit ``field``; None if it does not fit."""
+    text = _json_text(value)
+    if value is None or fits(text, field):
+        return text
+    kind = field.type
+    if isinstance(value, _Object) and pa.types.is_struct(kind):
+        members = []
+        for child in (kind.field(index) for index in range(kind.num_fields)):
+            if child.name in value:
+                fitted = _fitted(value[child.name], child, fits)
+                members.append(f"{json.dumps(child.name)}:{'null' if fitted is None else fitted}")
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, _Array) and (pa.types.is_list(kind) or pa.types.is_large_list(kind)):
+        items = _each_fitted(value, kind.value_field, fits)
+        return None if items is None else "[" + ",".join(items) + "]"
+    if isinstance(value, _Object) and pa.types.is_map(kind):
+        items = _each_fitted(value.values(), kind.item_field, fits)
+        if items is None:
+            return None
+        entries = zip(value, items, strict=True)
+        return "{" + ",".join(f"{json.dumps(key)}:{item}" for key, item in entries) + "}"
+    return None
+
+
+def _each_fitted(
+    values: Iterable[Any], field: pa.Field, fits: Callable[[str, pa.Field], bool]
+) -> list[str] | None:
+    """:func:`_fitted` of each of ``values``; None if one does not fit, which makes Spark
+    null the whole list or map."""
+    texts = []
+    for value in values:
+        text = _fitted(value, field, fits)
+        if text is None:
+            return None
+        texts.append(text)
+    return texts
+
+
+def _json_text(value: Any) -> str:
+    """The JSON text of ``value``, read by :func:`_parsed`: numbers and containers as written."""
+    if isinstance(value, (_Object, _Array)):
+        return value.raw
+    if isinstance(value, _Number):
+        return str(value)
+    return json.dumps(value)
 
 
 def _parsed(text: str, at: int) -> tuple[Any, int]:

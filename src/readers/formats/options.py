@@ -52,7 +52,8 @@ class FormatOptions:
     is the first line that is not blank (nor a comment). ``multi_line`` lets a
     CSV record or JSON document span lines (each file is then read whole);
     ``timestamp_format`` and ``date_format`` are strptime formats (see
-    :mod:`.patterns`); ``primitives_as_string`` infers JSON scalars as strings;
+    :mod:`.patterns`); ``primitives_as_string`` infers JSON scalars as strings, and
+    ``drop_field_if_all_null`` leaves out JSON fields never seen with a value;
     ``whole_text`` reads each text file as one value; ``merge_schema`` infers a
     Parquet schema from every file; ``line_sep`` ``"\\n"`` keeps a ``\\r`` before it
     in a text line (JSON ignores it).
@@ -85,13 +86,23 @@ class FormatOptions:
     comment: str | None = None
     null_value: str = ""
     empty_value: str = ""
+    nan_value: str = "NaN"
+    positive_inf: str = "Inf"
+    negative_inf: str = "-Inf"
+    """CSV: the texts a ``float`` or ``double`` column reads as NaN and infinities, besides
+    the texts Java's ``Double.parseDouble`` reads (``NaN``, ``Infinity``, ``-Infinity``)."""
     ignore_leading_white_space: bool = False
     ignore_trailing_white_space: bool = False
     max_columns: int = 20_480
     multi_line: bool = False
     timestamp_format: str | None = None
     date_format: str | None = None
+    time_zone: str = "UTC"
+    """The zone CSV and JSON timestamp text without an offset is read in, for columns of
+    Arrow timestamps with a zone (Spark's ``timestamp``); as :func:`.zones.parse_zone_id`
+    gives it."""
     primitives_as_string: bool = False
+    drop_field_if_all_null: bool = False
     whole_text: bool = False
     merge_schema: bool = False
     line_sep: str | None = None

@@ -2,8 +2,11 @@
 
 pyarrow's readers convert most columns themselves; the columns whose text needs
 Spark's rules first (CSV decimals with grouping separators, dates or timestamps of
-a pattern, any CSV column when white space is trimmed) are read as strings and
-converted here, in Arrow compute, one column at a time.
+a pattern, Spark's ``timestamp`` columns, whose text without an offset is in the
+read's zone, any CSV column when white space is trimmed) are read as strings and
+converted here, in Arrow compute, one column at a time. So are CSV numbers and
+booleans in the rare blocks whose text pyarrow reads otherwise than Spark (Java's
+``Double.parseDouble`` takes ``1d`` and refuses ``NAN``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from readers.formats.lines import line_ends
 from readers.formats.malformed import Malformed
 from readers.formats.opening import detail
 from readers.formats.options import FormatOptions
+from readers.formats.zones import UTC, as_instants
 
 __all__ = [
     "FALSE",
@@ -26,11 +30,27 @@ __all__ = [
     "is_record_line",
     "nulls_only_by_default",
     "patterned",
+    "reads_as_floating",
     "staged",
 ]
 
 TRUE = ["true", "True", "TRUE"]
 FALSE = ["false", "False", "FALSE"]
+
+_ENDS_WITH_OFFSET = r"[T ]\d\d(:\d\d(:\d\d(\.\d*)?)?)?(Z|[+-]\d\d(:?\d\d)?)$"
+"""Timestamp text that ends with an offset, in the forms Arrow's ISO 8601 parser reads."""
+
+_JAVA_INTEGER = r"^[+-]?\d+$"
+"""Text Java's ``Integer.parseInt`` and ``Long.parseLong`` read (if in range); Arrow
+takes more (``0x10``), and pyarrow's CSV reader less (``+5``)."""
+_JAVA_SPACE = "".join(map(chr, range(0x21)))
+_JAVA_FLOATING = (
+    r"^[\x00-\x20]*[+-]?(NaN|Infinity|((\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
+    r"|0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+)[fFdD]?)[\x00-\x20]*$"
+)
+"""Text Java's ``Double.parseDouble`` reads: a decimal or hexadecimal number with an
+optional ``d``/``f`` suffix, ``NaN`` or ``Infinity``, with a sign, amid white space (up to
+U+0020). Arrow also takes ``nan``, ``inf`` and ``INF``, which Spark refuses."""
 
 
 def _textual(kind: pa.DataType) -> bool:
@@ -41,21 +61,36 @@ def _trims(options: FormatOptions) -> bool:
     return options.ignore_leading_white_space or options.ignore_trailing_white_space
 
 
-def staged(field: pa.Field, options: FormatOptions) -> bool:
-    """Whether column ``field`` is read as text and converted by :func:`finish_column`."""
+def staged(field: pa.Field, options: FormatOptions, spark_rules: bool = False) -> bool:
+    """Whether column ``field`` is read as text and converted by :func:`finish_column`.
+
+    With ``spark_rules`` a number or boolean column is too: for the rare text pyarrow
+    reads otherwise than Spark (``+5``, ``1d``, ``NAN``, ``tRuE``).
+    """
     kind = field.type
     if _textual(kind):
         return False
     if _trims(options) or pa.types.is_decimal(kind):
         return True
+    if spark_rules and (
+        pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+    ):
+        return True
     return patterned(kind, options)
 
 
 def patterned(kind: pa.DataType, options: FormatOptions) -> bool:
-    """Whether ``kind`` is a date or timestamp whose values follow a given pattern."""
+    """Whether ``kind`` is a date or timestamp read as text and converted by :func:`converted`.
+
+    Dates and timestamps of a given pattern are, and so is Spark's ``timestamp`` (an
+    Arrow timestamp with a zone) of any text: text without an offset is in
+    ``options.time_zone``, which pyarrow's readers cannot apply.
+    """
     if pa.types.is_date(kind):
         return options.date_format is not None
-    return bool(pa.types.is_timestamp(kind) and options.timestamp_format is not None)
+    if not pa.types.is_timestamp(kind):
+        return False
+    return options.timestamp_format is not None or kind.tz is not None
 
 
 def nulls_only_by_default(options: FormatOptions) -> bool:
@@ -64,11 +99,12 @@ def nulls_only_by_default(options: FormatOptions) -> bool:
 
 
 def finish_column(column: pa.ChunkedArray, field: pa.Field, options: FormatOptions) -> pa.Array:
-    """``column`` as Spark reads it: text rules applied, staged columns converted to their type.
+    """``column`` as Spark reads it: text rules applied, text read for another type (a
+    :func:`staged` column) converted to it.
 
     Raises :class:`Malformed` for a value that does not convert.
     """
-    if not (_textual(column.type) and (_textual(field.type) or staged(field, options))):
+    if not _textual(column.type):
         return column
     if options.ignore_leading_white_space and options.ignore_trailing_white_space:
         column = pc.utf8_trim_whitespace(column)
@@ -105,13 +141,88 @@ def _converted(column: pa.ChunkedArray, kind: pa.DataType, options: FormatOption
     if pa.types.is_boolean(kind):
         lowered = pc.utf8_lower(column)
         valid = pc.or_(pc.equal(lowered, "true"), pc.equal(lowered, "false"))
-        if not pc.all(pc.or_(valid, pc.is_null(lowered))).as_py():
-            raise ValueError("a boolean is true or false")
+        _check(column, valid, "a boolean is true or false, in any case")
         return pc.equal(lowered, "true")
+    if pa.types.is_integer(kind):
+        valid = pc.match_substring_regex(column, _JAVA_INTEGER)
+        _check(column, valid, "a whole number is digits after an optional sign")
+        return pc.cast(pc.replace_substring_regex(column, r"^\+", ""), kind)
+    if pa.types.is_floating(kind):
+        return _floating(column, kind, options)
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        return pc.cast(_instants(column, kind.unit, options), kind)
     if pa.types.is_timestamp(kind) and options.timestamp_format is not None:
         parsed = pc.strptime(column, options.timestamp_format, kind.unit)
         return pc.cast(parsed, kind)
     return pc.cast(column, kind)
+
+
+def _instants(column: pa.ChunkedArray, unit: str, options: FormatOptions) -> pa.ChunkedArray:
+    """Timestamp text as UTC instants: text with an offset at its offset, text without one
+    in ``options.time_zone``."""
+    if options.timestamp_format is not None:
+        parsed = pc.strptime(column, options.timestamp_format, unit)
+        return parsed if parsed.type.tz is not None else as_instants(parsed, options.time_zone)
+    with_offset = pc.match_substring_regex(column, _ENDS_WITH_OFFSET)
+    if pc.all(with_offset).as_py() is not False:  # each has an offset (nulls aside)
+        return pc.cast(column, pa.timestamp(unit, UTC))
+    no_text = pa.scalar(None, column.type)
+    offset = pc.cast(pc.if_else(with_offset, column, no_text), pa.timestamp(unit, UTC))
+    local = pc.cast(pc.if_else(with_offset, no_text, column), pa.timestamp(unit))
+    return pc.coalesce(offset, as_instants(local, options.time_zone))
+
+
+def _check(column: pa.ChunkedArray, valid: pa.ChunkedArray, rule: str) -> None:
+    """Raise ValueError naming the first value of ``column`` not ``valid``, and ``rule``."""
+    invalid = pc.filter(column, pc.invert(valid))
+    if len(invalid):
+        raise ValueError(f"{invalid[0].as_py()!r} ({rule})")
+
+
+def reads_as_floating(column: pa.Array, options: FormatOptions) -> pa.BooleanArray:
+    """Per text of ``column``, whether Spark reads it as a ``double``: text Java's
+    ``Double.parseDouble`` reads, ``nanValue``, ``positiveInf`` or ``negativeInf``."""
+    special = pc.is_in(column, pa.array(list(_special_floats(options)), column.type))
+    java: pa.BooleanArray = pc.or_(special, pc.match_substring_regex(column, _JAVA_FLOATING))
+    return java
+
+
+def _special_floats(options: FormatOptions) -> dict[str, float]:
+    return {
+        options.nan_value: float("nan"),
+        options.positive_inf: float("inf"),
+        options.negative_inf: float("-inf"),
+    }
+
+
+def _floating(column: pa.ChunkedArray, kind: pa.DataType, options: FormatOptions) -> pa.Array:
+    """Text as Spark reads a ``float`` or ``double``: :func:`reads_as_floating` text."""
+    _check(
+        column,
+        reads_as_floating(column, options),
+        "a number is text Java's Double.parseDouble reads (not nan, inf or INF), "
+        "or nanValue, positiveInf or negativeInf",
+    )
+    specials = _special_floats(options)
+    special = pc.is_in(column, pa.array(list(specials), column.type))
+    numbers = pc.if_else(special, pa.scalar(None, column.type), pc.utf8_trim(column, _JAVA_SPACE))
+    numbers = pc.replace_substring_regex(numbers, r"([\d.])[fFdD]$", r"\1")
+    if pc.any(pc.match_substring_regex(numbers, "0[xX]")).as_py():
+        numbers = pa.array([_from_hex(text) for text in numbers.to_pylist()], pa.string())
+    values = pc.cast(numbers, kind)
+    for text, value in specials.items():
+        values = pc.if_else(pc.equal(column, text), pa.scalar(value, kind), values)
+    return values
+
+
+def _from_hex(text: str | None) -> str | None:
+    """A hexadecimal floating-point ``text`` (``0x1.8p1``) in decimal; other text as is."""
+    if text is None or "x" not in text.lower():
+        return text
+    try:
+        return repr(float.fromhex(text))
+    except OverflowError:
+        return "-Infinity" if text.startswith("-") else "Infinity"
 
 
 def is_record_line(line: bytes, options: FormatOptions) -> bool:

@@ -1,0 +1,130 @@
+"""Time zones: Spark's zone ids, local times read in a zone, and the machine's default zone.
+
+What Spark itself reads with each zone is compared in ``test_files_vs_spark.py`` and
+``test_pushdown.py``; here the pieces, without Spark but for the JVM's default zone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pytest
+
+from readers.formats.zones import as_instants, parse_zone_id
+from sources.machine_zone import machine_time_zone
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.mark.parametrize(
+    ("given", "zone"),
+    [
+        ("America/New_York", "America/New_York"),
+        ("US/Eastern", "US/Eastern"),
+        ("PST", "America/Los_Angeles"),
+        ("EST", "-05:00"),
+        ("UTC", "UTC"),
+        ("Z", "UTC"),
+        ("UT", "UTC"),
+        ("+00:00", "UTC"),
+        ("+1", "+01:00"),
+        ("-05", "-05:00"),
+        ("+0530", "+05:30"),
+        ("+05:30", "+05:30"),
+        ("+1:0", "+01:00"),
+        ("GMT-5:30", "-05:30"),
+        ("UTC+01:00", "+01:00"),
+    ],
+)
+def test_zone_ids_are_accepted_as_spark_accepts_them(given: str, zone: str) -> None:
+    assert parse_zone_id(given) == zone
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ("america/new_york", "not a time zone"),
+        ("Mars/Olympus", "not a time zone"),
+        ("", "not a time zone"),
+        ("UTX", "not a time zone"),
+        ("+19", "beyond"),
+        ("+05:30:15", "seconds"),
+    ],
+)
+def test_other_zone_ids_are_refused_saying_what_to_give(given: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=rf"{problem}.*give a region such as America/New_York"):
+        parse_zone_id(given)
+
+
+@pytest.mark.parametrize(
+    ("local", "instant"),
+    [
+        (datetime(2024, 1, 5, 10), datetime(2024, 1, 5, 15, tzinfo=UTC)),
+        # skipped by the clocks (02:00 -> 03:00): moved forward by the skip, to 03:30 EDT
+        (datetime(2024, 3, 10, 2, 30), datetime(2024, 3, 10, 7, 30, tzinfo=UTC)),
+        # passed twice (02:00 -> 01:00): the earlier instant, 01:30 EDT
+        (datetime(2024, 11, 3, 1, 30), datetime(2024, 11, 3, 5, 30, tzinfo=UTC)),
+        (None, None),
+    ],
+)
+def test_local_times_are_read_in_a_zone_as_java_reads_them(
+    local: datetime | None, instant: datetime | None
+) -> None:
+    column = pa.chunked_array([pa.array([local], pa.timestamp("us"))])
+    result = as_instants(column, "America/New_York")
+    assert result.type == pa.timestamp("us", "UTC")
+    assert result.to_pylist() == [instant]
+
+
+def _resolved(tz: str | None, etc: Path | None = None) -> str:
+    """:func:`machine_time_zone` in a fresh interpreter with ``TZ`` set so (unset if None)."""
+    env = {key: value for key, value in os.environ.items() if key != "TZ"}
+    if tz is not None:
+        env["TZ"] = tz
+    code = (
+        "import sys; from pathlib import Path; from sources.machine_zone import machine_time_zone;"
+        "print(machine_time_zone(*map(Path, sys.argv[1:])))"
+    )
+    command = [sys.executable, "-c", code, *([str(etc)] if etc is not None else [])]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    ("tz", "zone"),
+    [
+        ("America/New_York", "America/New_York"),
+        (":Europe/Paris", "Europe/Paris"),
+        ("/usr/share/zoneinfo/Asia/Tokyo", "Asia/Tokyo"),
+        ("posix/Asia/Tokyo", "Asia/Tokyo"),
+        ("EST", "-05:00"),
+        ("XYZ-3", "+03:00"),  # not a zone Spark knows: the current offset, as the JVM's
+    ],
+)
+def test_the_machine_zone_comes_from_tz(tz: str, zone: str) -> None:
+    assert _resolved(tz) == zone
+
+
+def test_without_tz_the_machine_zone_is_where_etc_localtime_points(tmp_path: Path) -> None:
+    (tmp_path / "localtime").symlink_to("../usr/share/zoneinfo/Europe/Paris")
+    (tmp_path / "timezone").write_text("Asia/Kolkata\n")
+    assert _resolved(None, tmp_path) == "Europe/Paris"
+    assert _resolved("", tmp_path) == "Europe/Paris"
+
+
+def test_then_etc_timezone_then_utc(tmp_path: Path) -> None:
+    assert _resolved(None, tmp_path) == "UTC"
+    (tmp_path / "timezone").write_text("Asia/Kolkata\n")
+    assert _resolved(None, tmp_path) == "Asia/Kolkata"
+
+
+@pytest.mark.spark
+def test_the_machine_zone_is_the_one_sparks_session_defaults_to(spark: SparkSession) -> None:
+    assert parse_zone_id(spark.conf.get("spark.sql.session.timeZone")) == machine_time_zone()
