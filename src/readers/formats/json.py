@@ -139,6 +139,8 @@ class JsonFormat(RecordFormat):
 def _arrays_as_records(data: bytes) -> bytes:
     """JSON lines ``data`` with each line that is an array of objects as one line per object
     (none for ``[]``), as Spark reads such a line; other lines as they are."""
+    if b"[" not in data:
+        return data
     first = np.frombuffer(data, dtype=np.uint8)[_line_starts(data)]
     if not np.any((first == 0x5B) | (first == 0x20) | (first == 0x09)):  # "[", or indented
         return data
@@ -152,8 +154,12 @@ def _arrays_as_records(data: bytes) -> bytes:
 
 
 def _read_as_text(field: pa.Field, options: FormatOptions) -> bool:
-    """Whether ``field`` is read as JSON text first: pyarrow has no maps nor Spark's patterns."""
-    return pa.types.is_map(field.type) or patterned(field.type, options)
+    """Whether ``field`` is read as JSON text first: pyarrow has no maps nor Spark's patterns,
+    and reads a timestamp without an offset as UTC (right only in that zone)."""
+    kind = field.type
+    if pa.types.is_timestamp(kind) and kind.tz is not None and options.timestamp_format is None:
+        return options.time_zone != "UTC"
+    return pa.types.is_map(kind) or patterned(kind, options)
 
 
 def _from_text(column: pa.ChunkedArray, field: pa.Field, options: FormatOptions) -> pa.Array:

@@ -57,6 +57,13 @@ _SINGLE_DIGIT_MINUTE = re.compile(r"([+-])(\d\d):(\d)$")
 _OFFSET = re.compile(
     r"([+-])(?:(\d{1,2})|(\d\d)(\d\d)|(\d\d):(\d\d)|(\d\d)(\d\d)(\d\d)|(\d\d):(\d\d):(\d\d))"
 )
+_UTC_REGIONS = frozenset(
+    f"{area}{name}"
+    for area in ("", "Etc/")
+    for name in ("UTC", "UCT", "Universal", "Zulu", "GMT0", "GMT+0", "GMT-0", "Greenwich")
+) | {"Etc/GMT"}
+"""Region names of UTC itself: read as UTC, which pyarrow's readers apply natively."""
+
 _PREFIXES = ("UTC", "GMT", "UT")
 _REGION = re.compile(r"[A-Za-z][A-Za-z0-9~/._+-]+")
 _MAX_OFFSET_SECONDS = 18 * 3600
@@ -87,7 +94,7 @@ def parse_zone_id(text: str) -> str:
         return UTC
     if prefix is not None and zone[len(prefix)] in "+-":
         return _offset(zone[len(prefix) :], text)
-    return _region(zone, text)
+    return UTC if zone in _UTC_REGIONS else _region(zone, text)
 
 
 def as_instants(local: pa.Array | pa.ChunkedArray, zone: str) -> pa.Array | pa.ChunkedArray:
