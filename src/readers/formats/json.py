@@ -24,7 +24,7 @@ from readers.formats.malformed import (
     null_row,
 )
 from readers.formats.options import FormatOptions
-from readers.formats.values import converted, patterned
+from readers.formats.values import converted, converted_from_text
 
 __all__ = ["JsonFormat"]
 
@@ -159,7 +159,7 @@ def _read_as_text(field: pa.Field, options: FormatOptions) -> bool:
     kind = field.type
     if pa.types.is_timestamp(kind) and kind.tz is not None and options.timestamp_format is None:
         return options.time_zone != "UTC"
-    return pa.types.is_map(kind) or patterned(kind, options)
+    return pa.types.is_map(kind) or converted_from_text(kind, options)
 
 
 def _from_text(column: pa.ChunkedArray, field: pa.Field, options: FormatOptions) -> pa.Array:

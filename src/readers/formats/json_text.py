@@ -19,11 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = [
-    "document_as_lines",
-    "fitting_fields",
-    "values_as_text",
-]
+__all__ = ["document_as_lines", "fitting_fields", "values_as_text"]
 
 
 class _Number(str):

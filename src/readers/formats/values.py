@@ -26,10 +26,10 @@ __all__ = [
     "TRUE",
     "blank_skipped_lines",
     "converted",
+    "converted_from_text",
     "finish_column",
     "is_record_line",
     "nulls_only_by_default",
-    "patterned",
     "reads_as_floating",
     "staged",
 ]
@@ -76,10 +76,10 @@ def staged(field: pa.Field, options: FormatOptions, spark_rules: bool = False) -
         pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
     ):
         return True
-    return patterned(kind, options)
+    return converted_from_text(kind, options)
 
 
-def patterned(kind: pa.DataType, options: FormatOptions) -> bool:
+def converted_from_text(kind: pa.DataType, options: FormatOptions) -> bool:
     """Whether ``kind`` is a date or timestamp read as text and converted by :func:`converted`.
 
     Dates and timestamps of a given pattern are, and so is Spark's ``timestamp`` (an
