@@ -261,6 +261,19 @@ JSON_CASES: dict[str, tuple[bytes, str | None, dict[str, Any]]] = {
         "m map<string,int>",
         {},
     ),
+    # A first line of null crashed pyarrow's reader, and so the Python worker.
+    "lines of null, inferred": (b'null\n{"a": "x"}\n  null\n{"a": "y"}\n', None, {}),
+    "lines of null only, inferred": (b"null\n", None, {}),
+    "lines of null are malformed records": (
+        b'null\n{"a": "x"}\nnull\n',
+        "a string, _corrupt_record string",
+        {},
+    ),
+    "lines of null are dropped by DROPMALFORMED": (
+        b'null\n{"a": "x"}\nnull\n',
+        "a string",
+        {"mode": "DROPMALFORMED"},
+    ),
 }
 
 

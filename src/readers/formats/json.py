@@ -11,7 +11,12 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from readers.formats.json_inference import inferred_schema
-from readers.formats.json_text import document_as_lines, fitting_fields, values_as_text
+from readers.formats.json_text import (
+    document_as_lines,
+    fitting_fields,
+    starts_a_line_with_a_word,
+    values_as_text,
+)
 from readers.formats.line_format import RecordFormat, with_block_size
 from readers.formats.lines import Block, line_ends
 from readers.formats.malformed import (
@@ -48,6 +53,8 @@ class JsonFormat(RecordFormat):
             data = _document(data) if options.multi_line else _arrays_as_records(data)
         if not data or data.isspace():  # also a line that is an empty array
             return schema.empty_table()
+        if starts_a_line_with_a_word(data):  # pyarrow crashes on a first line of null
+            raise Malformed("a line is a bare word (such as null), not a JSON object")
         as_read = pa.schema(
             [
                 field.with_type(pa.string()) if _read_as_text(field, options) else field

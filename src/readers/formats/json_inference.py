@@ -20,6 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from readers.formats.json_text import starts_a_line_with_a_word
+
 __all__ = ["inferred_schema"]
 
 _LONG = (-(2**63), 2**63 - 1)
@@ -58,7 +60,7 @@ def inferred_schema(
 
 def _by_pyarrow(sample: bytes, as_text: bool) -> _Type | None:
     """The record type pyarrow infers, if Spark's is the same."""
-    if not sample.strip() or _WIDE_WHOLE_NUMBER.search(sample):
+    if not sample.strip() or _WIDE_WHOLE_NUMBER.search(sample) or starts_a_line_with_a_word(sample):
         return None
     try:
         inferred = pa_json.read_json(
@@ -101,7 +103,10 @@ def _walked(lines: list[bytes], as_text: bool) -> tuple[_Type, bool]:
 
 
 def _records(value: Any) -> list[dict[str, Any]]:
-    """The records a line holds: an object, or the objects of an array."""
+    """The records a line holds: an object, or the objects of an array; a line of ``null``
+    adds nothing (Spark infers no field from it, nor the corrupt-record column)."""
+    if value is None:
+        return []
     if isinstance(value, dict):
         return [value]
     if isinstance(value, list) and all(isinstance(item, dict) for item in value):

@@ -19,7 +19,16 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["document_as_lines", "fitting_fields", "values_as_text"]
+__all__ = ["document_as_lines", "fitting_fields", "starts_a_line_with_a_word", "values_as_text"]
+
+_FIRST_LINE_A_WORD = re.compile(rb"[ \t\r\n]*[a-z]")
+_LATER_LINE_A_WORD = re.compile(rb"\n[ \t\r]*[a-z]")
+
+
+def starts_a_line_with_a_word(data: bytes) -> bool:
+    """Whether a line of JSON lines ``data`` starts with a word such as ``null`` or ``true``:
+    it is not an object, and pyarrow's reader crashes the process on a first line of ``null``."""
+    return bool(_FIRST_LINE_A_WORD.match(data) or _LATER_LINE_A_WORD.search(data))
 
 
 class _Number(str):
