@@ -7,6 +7,8 @@ a cycle hidden there is still a cycle a reader of the code must untangle.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -138,3 +140,16 @@ def test_no_module_imports_inside_a_function() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}
     assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_importing_sources_loads_no_pyspark_nor_the_other_packages() -> None:
+    """Decision 8: ``sources`` is the bottom layer, importable where pyspark is not."""
+    probe = (
+        "import sys, sources; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} "
+        "& {'pyspark', 'py4j', 'enumerators', 'readers'}))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.strip() == "[]"

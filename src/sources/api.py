@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from sources.errors import SplitSourceError
-from sources.filters import Filter
 from sources.options import Option, Options, parse_options
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 
     from enumerators.base import EnumeratorContext, SplitEnumerator
     from readers.base import SplitReader
+    from sources.filters import Filter
 
 __all__ = ["FORMAT_PREFIX", "Source"]
 
