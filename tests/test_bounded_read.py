@@ -79,7 +79,9 @@ def test_unknown_option_names_it_and_lists_valid_ones(spark: SparkSession) -> No
         numbers(spark, to=10, tos=3)
 
     message = str(caught.value)
-    assert "Option 'tos' of splitsource.numbers: unknown option." in message
+    first_line = message.splitlines()[0]
+    assert "Option 'tos' of splitsource.numbers: unknown option (did you mean 'to'?)." in first_line
+    assert "Traceback" not in message
     assert (
         "Valid options for splitsource.numbers: discoveryInterval, fetchQueueCapacity, from,"
         in message
@@ -109,6 +111,18 @@ def test_reader_failure_names_the_split_and_the_cause(spark: SparkSession) -> No
 
     message = str(caught.value)
     assert "Reading splits [probe-0] failed: OSError: disk on fire while reading probe-0" in message
+    assert "Traceback" in message  # an author's reader failed: where is the clue
+
+
+def test_an_error_of_ours_while_reading_is_its_message_without_a_traceback(
+    spark: SparkSession,
+) -> None:
+    with pytest.raises(Exception) as caught:
+        spark.read.format("splitsource.wrongschema").option("splits", 1).load().collect()
+
+    message = str(caught.value)
+    assert "SchemaMismatchError: " in message
+    assert "Traceback" not in message
 
 
 def test_reader_output_that_does_not_fit_the_schema_is_a_clear_error(spark: SparkSession) -> None:

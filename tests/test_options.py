@@ -77,7 +77,20 @@ def test_missing_required_option_is_named_with_its_meaning() -> None:
         parse(parallelism="2")
     assert caught.value.option == "path"
     assert "Option 'path'" in str(caught.value)
-    assert "(where to read)" in str(caught.value)
+    assert "(where to read): give load(path) or .option('path', ...)" in str(caught.value)
+
+
+def test_a_misspelt_option_is_named_with_the_declared_name_it_is_likely_to_mean() -> None:
+    # Spark passes option names in lower case: the hint restores the declared spelling.
+    with pytest.raises(InvalidOptionError, match="unknown option") as caught:
+        parse(path="/data", pollintervall="5s")
+    assert "(did you mean 'pollInterval'?)" in str(caught.value)
+
+
+def test_an_unknown_option_like_no_declared_one_gets_no_guess() -> None:
+    with pytest.raises(InvalidOptionError, match="unknown option") as caught:
+        parse(path="/data", colour="red")
+    assert "did you mean" not in str(caught.value)
 
 
 def test_missing_optional_options_take_their_defaults() -> None:

@@ -8,6 +8,7 @@ Option names match case-insensitively, as everywhere in Spark.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -195,7 +196,7 @@ def parse_options(source: str, declared: Iterable[Option], given: Mapping[str, s
             continue
         option = by_key.get(key.lower())
         if option is None:
-            raise InvalidOptionError(source, key, "unknown option", valid)
+            raise InvalidOptionError(source, key, _unknown(key, by_key), valid)
         try:
             values[option.name] = option.parse(text)
         except ValueError as error:
@@ -204,6 +205,18 @@ def parse_options(source: str, declared: Iterable[Option], given: Mapping[str, s
         if option.name in values:
             continue
         if option.required:
-            raise InvalidOptionError(source, option.name, f"is required ({option.doc})", valid)
+            problem = f"is required ({option.doc})"
+            if option.name == "path":
+                problem += ": give load(path) or .option('path', ...)"
+            raise InvalidOptionError(source, option.name, problem, valid)
         values[option.name] = option.default
     return Options(values)
+
+
+def _unknown(key: str, by_key: Mapping[str, Option]) -> str:
+    """The problem with option ``key``, which no option declares: unknown, and which
+    declared name it is likely a misspelling of (Spark passes names in lower case)."""
+    close = difflib.get_close_matches(key.lower(), by_key, n=1, cutoff=0.75)
+    return (
+        f"unknown option (did you mean '{by_key[close[0]].name}'?)" if close else "unknown option"
+    )

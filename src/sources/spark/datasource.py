@@ -31,6 +31,7 @@ from sources.options import Option
 from sources.spark.checks import check_source_class
 from sources.spark.parallelism import driver_cores, session_parallelism
 from sources.spark.partitions import SplitPartitionReading, arrow_schema
+from sources.spark.plain_errors import shown_plainly
 from sources.spark.pushdown import PUSH_FILTERS_CHOICES, enable_filter_pushdown, pushdown_wanted
 from sources.spark.session import check_spark_version, use_this_python
 from sources.spark.stream_reader import (
@@ -129,6 +130,7 @@ class SplitSourceDataSource(DataSource):
     parallelism: int | None = None
     """The default parallelism that sizes default partitions, if registration knew it."""
 
+    @shown_plainly
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.source, self.read_options = self.source_class.from_spark_options(
@@ -140,9 +142,11 @@ class SplitSourceDataSource(DataSource):
     def name(cls) -> str:
         return cls.source_class.format_name()
 
+    @shown_plainly
     def schema(self) -> StructType | str:
         return self.source.schema()
 
+    @shown_plainly
     def reader(self, schema: StructType) -> DataSourceReader:
         if Boundedness.BOUNDED not in self.source_class.supported_boundedness:
             raise UnsupportedBoundednessError(
@@ -155,6 +159,7 @@ class SplitSourceDataSource(DataSource):
         reader = FilteringSourceReader if pushes else BoundedSourceReader
         return reader(self.source, schema, self.read_options, self._cores())
 
+    @shown_plainly
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return SplitSourceStreamReader(self.source, schema, self.read_options, self._cores())
 
@@ -165,6 +170,7 @@ class SplitSourceDataSource(DataSource):
 class BoundedSourceReader(SplitPartitionReading, DataSourceReader):
     """A ``spark.read`` of a source: plans every split, reads each partition's splits."""
 
+    @shown_plainly
     def partitions(self) -> Sequence[InputPartition]:
         return self.partitions_of(plan_bounded(self.source))
 
@@ -172,6 +178,7 @@ class BoundedSourceReader(SplitPartitionReading, DataSourceReader):
 class FilteringSourceReader(BoundedSourceReader):
     """A bounded read of a source that takes Spark's filters (:meth:`Source.push_filters`)."""
 
+    @shown_plainly
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self.source, remaining = self.source.push_filters(filters, arrow_schema(self.schema))
         return remaining

@@ -23,6 +23,7 @@ from readers.fetcher import FetcherSettings, SplitFetcher
 from sources.api import Source
 from sources.options import Options
 from sources.serialization import frame, unframe
+from sources.spark.plain_errors import shown_plainly
 from sources.split import UNKNOWN_SPLIT_BYTES, SourceSplit
 
 __all__ = [
@@ -83,6 +84,7 @@ class SplitPartitionReading:
             for i, members in enumerate(groups)
         ]
 
+    @shown_plainly
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Read every split of ``partition`` as Arrow batches of the declared schema."""
         if not isinstance(partition, SplitPartition):

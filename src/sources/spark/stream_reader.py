@@ -30,6 +30,7 @@ from sources.api import Source
 from sources.errors import InvalidOptionError
 from sources.options import Option, Options
 from sources.spark.partitions import SplitPartitionReading
+from sources.spark.plain_errors import shown_plainly
 
 __all__ = ["STREAM_OPTIONS", "SplitSourceStreamReader", "check_stream_options"]
 
@@ -142,9 +143,11 @@ class SplitSourceStreamReader(
             )
         return self._coordinator
 
+    @shown_plainly
     def initialOffset(self) -> dict[str, Any]:
         return self.coordinator.initial_offset()
 
+    @shown_plainly
     def getDefaultReadLimit(self) -> ReadLimit:
         limits = self.limits
         if limits.max_records is not None:
@@ -157,22 +160,28 @@ class SplitSourceStreamReader(
             return ReadMinRows(limits.min_records)
         return ReadAllAvailable()
 
+    @shown_plainly
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         limited = not isinstance(limit, ReadAllAvailable)
         return dict(self.coordinator.latest_offset(start, limited))
 
+    @shown_plainly
     def prepareForTriggerAvailableNow(self) -> None:
         self.coordinator.prepare_available_now()
 
+    @shown_plainly
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return self.coordinator.latest_positions()
 
+    @shown_plainly
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         return self.partitions_of(self.coordinator.plan(start, end))
 
+    @shown_plainly
     def commit(self, end: dict[str, Any]) -> None:
         self.coordinator.commit(end)
 
+    @shown_plainly
     def stop(self) -> None:
         if self._coordinator is not None:
             self._coordinator.close()
