@@ -143,7 +143,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_importing_sources_loads_no_pyspark_nor_the_other_packages() -> None:
-    """Decision 8: ``sources`` is the bottom layer, importable where pyspark is not."""
+    """``sources`` is the bottom layer, importable where pyspark is not."""
     probe = (
         "import sys, sources; "
         "print(sorted({m.split('.')[0] for m in sys.modules} "

@@ -1,8 +1,9 @@
 """Split enumerators: the driver-side half of a source.
 
 The enumerator API (this package's exports), the packaged connectors'
-enumerators (:mod:`.numbers`, :mod:`.rate`, :mod:`.files`, :mod:`.kafka`) and
-the streaming runtime that drives an enumerator (:mod:`.runtime`).
+enumerators (:mod:`.numbers`, :mod:`.rate`, :mod:`.files`, :mod:`.kafka`,
+:mod:`.incremental_table`) and the streaming runtime that drives an enumerator
+(:mod:`.runtime`).
 """
 
 from enumerators.base import (

@@ -3,13 +3,14 @@
 Each discovery asks the table for its current key bounds (``bounds()``, say
 ``min(id)`` and ``max(id)``) on a connection of its own. A high key becomes
 readable once it has *settled*: ``settle_delay`` after the discovery that saw
-it (design decision 33). Keys from the end of the last split cut up to the
-highest settled key are the pending range; ``next_splits`` cuts it into
-splits of ``split_size`` keys when a read or a micro-batch is planned, so the
-discoveries made between two plans, however many and however small, become
-one range and are cut together. The state is a few numbers: the next split
-index, the first key not cut, the highest settled key, the highs not settled
-yet, and the splits given back.
+it, so that a row whose transaction commits after a higher key is visible is
+still read, provided no write transaction outlasts the delay. Keys from the
+end of the last split cut up to the highest settled key are the pending
+range; ``next_splits`` cuts it into splits of ``split_size`` keys when a read
+or a micro-batch is planned, so the discoveries made between two plans,
+however many and however small, become one range and are cut together. The
+state is a few numbers: the next split index, the first key not cut, the
+highest settled key, the highs not settled yet, and the splits given back.
 """
 
 from __future__ import annotations

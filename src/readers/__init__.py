@@ -2,7 +2,8 @@
 
 The reader API (this package's exports), the reader runtime that drives a
 reader in a Spark task (:mod:`.fetcher`, :mod:`.arrow`), and the packaged
-connectors' readers (:mod:`.numbers`, :mod:`.rate`, :mod:`.files`, :mod:`.kafka`).
+connectors' readers (:mod:`.numbers`, :mod:`.rate`, :mod:`.files`, :mod:`.kafka`,
+:mod:`.incremental_table`).
 """
 
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition

@@ -102,9 +102,10 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
     name = "files"
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
     default_max_partition_bytes = 128 << 20
-    # Spark takes a few columns of many rows (a schema subset, a full scan) from Python
-    # about 1.3-1.6x as fast in batches of the decoders' 65,536 rows as in 10,000-row
-    # ones (benchmarks/bench_selective.py); maxBytesPerBatch still bounds wide rows.
+    # The rows a decoder yields at a time (FormatOptions.batch_rows), so batches go on as
+    # decoded; Spark takes fewer, larger Arrow batches from Python faster, most of all in
+    # reads of few columns (measured in docs/performance.md). maxBytesPerBatch still
+    # bounds wide rows.
     default_max_records_per_batch = 65_536
     streams_need_state_location = True
     option_aliases: ClassVar = MappingProxyType(

@@ -9,8 +9,9 @@
 Modules: :mod:`.datasource` (the data source and bounded reads),
 :mod:`.stream_reader` (``readStream``), :mod:`.partitions` (packing splits into
 partitions and reading them), :mod:`.parallelism` (how many cores packing aims
-at), :mod:`.session`, :mod:`.stopping`. Every function works with a classic and a
-Spark Connect session.
+at), :mod:`.pushdown` (whether a read takes Spark's filters), :mod:`.checks`
+(an author's classes against the API), :mod:`.session`, :mod:`.stopping`. Every
+function works with a classic and a Spark Connect session.
 """
 
 from sources.spark.datasource import data_source_for, register

@@ -6,9 +6,9 @@ Spark offers a Python data source's reader the query's filters
 (``DATA_SOURCE_PUSHDOWN_DISABLED``) if the reader implements the method while
 the conf is false, which is Spark's default. The conf does not reach a data
 source: only the planner worker that calls ``DataSource.reader`` knows it.
-:func:`spark_pushes_filters` asks that worker (design decision 32), so that a
-source that can push filters gets them when the session allows, and is read
-without them, instead of failing, when it does not.
+:func:`spark_pushes_filters` asks that worker, by finding PySpark's planner
+frames on the stack, so that a source that can push filters gets them when the
+session allows, and is read without them, instead of failing, when it does not.
 
 Up to Spark 4.3, Spark keeps the read it planned with pushed filters on the
 data source object that a DataFrame (or a view of it) shares with its later
