@@ -32,6 +32,27 @@ if TYPE_CHECKING:
 
 _TOPIC_NUMBERS = itertools.count()
 
+# What a test's fixtures start, as the marker that selects it (``./dev quick`` runs none).
+_MARKERS_OF_FIXTURES = {
+    "spark": "spark",
+    "spark_kafka": "spark",
+    "kafka_spark": "spark",
+    "splitsource_spark": "spark",
+    "splitsource_cluster_spark": "cluster",
+    "jobs": "spark",
+    "kafka_broker": "kafka",
+    "s3": "s3",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with what its fixtures start, so that tiers select by marker."""
+    for item in items:
+        for fixture in getattr(item, "fixturenames", ()):
+            marker = _MARKERS_OF_FIXTURES.get(fixture)
+            if marker is not None:
+                item.add_marker(marker)
+
 
 @pytest.fixture(scope="session")
 def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:

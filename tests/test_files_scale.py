@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
+
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.state_store import StateStore
@@ -25,6 +27,8 @@ from helpers.driving import Run, drive, logged
 from helpers.listing_fs import SHUFFLE, ListingFileSystem
 from sources.files import FileSource
 from sources.options import parse_options
+
+pytestmark = pytest.mark.slow
 
 PER_BATCH = 5_000
 T = TypeVar("T")
