@@ -84,10 +84,15 @@ def test_a_declared_case_is_skipped_with_its_reason(tmp_path: Path) -> None:
         Declaring().test_wakeup_latency(NumbersContext(tmp_path), tmp_path)
 
 
-def test_an_initial_offset_that_changes_between_drivers_fails(tmp_path: Path) -> None:
+def test_an_initial_offset_that_changes_between_drivers_fails_naming_the_cause(
+    tmp_path: Path,
+) -> None:
     context = context_of(DriftingNumbers, tmp_path)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError) as caught:
         Suite().test_deterministic_initial_offset(context, tmp_path)
+    message = str(caught.value)
+    assert "depends on time or randomness" in message
+    assert "NumberSequenceSplit(index=1000" in message  # the states shown decoded
 
 
 def test_a_reader_that_sleeps_through_wakeups_fails(tmp_path: Path) -> None:
@@ -122,3 +127,58 @@ def test_a_missing_golden_file_is_written_once_then_checked(tmp_path: Path) -> N
     (tmp_path / "golden" / "numbers_split_v1.bin").write_bytes(other)
     with pytest.raises(AssertionError, match=r"numbers_split_v1\.bin reads as"):
         Suite().test_golden_files(Golden(tmp_path))
+
+
+class _GoldenNumbers(NumbersContext):
+    def golden_split(self, version: int) -> Any:
+        return NumberSequenceSplit(7, -5, 10)
+
+    def golden_state(self, version: int) -> Any:
+        return [NumberSequenceSplit(0, 0, 99)]
+
+
+class SwappedSerializer(NumberSequenceSplitSerializer):
+    """Writes start and end the other way round, still as version 1."""
+
+    def serialize(self, split: NumberSequenceSplit) -> bytes:
+        swapped = NumberSequenceSplit(split.index, split.end, split.start)
+        return super().serialize(swapped)
+
+    def deserialize(self, version: int, data: bytes) -> NumberSequenceSplit:
+        split = super().deserialize(version, data)
+        return NumberSequenceSplit(split.index, split.end, split.start)
+
+
+class SwappedNumbers(NumberSequenceSource):
+    name = "numbers"  # the golden files of the numbers source
+
+    def split_serializer(self) -> SwappedSerializer:
+        return SwappedSerializer()
+
+
+def test_a_layout_changed_without_a_version_bump_fails_the_older_versions_case(
+    tmp_path: Path,
+) -> None:
+    golden = tmp_path / "golden"
+    context = _GoldenNumbers(tmp_path)
+    context.golden_directory = golden  # type: ignore[misc]
+    with pytest.raises(pytest.skip.Exception, match="wrote the missing golden files"):
+        Suite().test_golden_files(context)  # written by the layout of today
+
+    changed = context_of(SwappedNumbers, tmp_path)
+    changed.golden_directory = golden  # type: ignore[misc]
+    changed.golden_split = context.golden_split  # type: ignore[method-assign]
+    changed.golden_state = context.golden_state  # type: ignore[method-assign]
+    Suite().test_serializer_round_trip(changed)  # round trips alone cannot tell
+    for case in (Suite().test_golden_files, Suite().test_older_versions):
+        with pytest.raises(AssertionError, match="layout changed without a version bump"):
+            case(changed)
+
+
+def test_the_older_versions_case_says_to_write_golden_files_when_there_are_none(
+    tmp_path: Path,
+) -> None:
+    context = _GoldenNumbers(tmp_path)
+    context.golden_directory = tmp_path / "golden"  # type: ignore[misc]
+    with pytest.raises(pytest.skip.Exception, match="run the golden_files case"):
+        Suite().test_older_versions(context)

@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode
+from enumerators.runtime.offsets import StreamOffset
 from readers.base import SplitReader, SplitsAddition
 from sources.api import Source
+from sources.errors import SerializationError
 from sources.serialization import SimpleVersionedSerializer, frame, unframe
 from sources.spark import register
 from sources.spark.datasource import READ_OPTIONS
@@ -46,6 +48,7 @@ __all__ = [
     "assert_same_rows",
     "check_bounded_read",
     "check_round_trips",
+    "check_same_initial_offset",
     "check_wakeups",
     "golden_files",
     "mid_batch",
@@ -162,6 +165,37 @@ def check_round_trips(
     round_trip()
 
 
+def check_same_initial_offset(
+    source: Source[Any, Any], first: Mapping[str, Any], again: Mapping[str, Any], when: str
+) -> None:
+    """Fail, saying why it matters, unless the initial offset ``again`` (of a new driver,
+    ``when``) equals the ``first``; both are shown decoded, not as base64."""
+    if again == first:
+        return
+    raise AssertionError(
+        f"The initial offset of a new driver {when} differs from the first driver's: the "
+        "enumerator's initial state depends on time or randomness (a clock, a uuid, random "
+        "numbers, the order of a set or of an unsorted listing). Until a batch is logged, "
+        "Spark asks a restarted query's initialOffset() again, and it must give the same "
+        "offset from the same options and input.\n"
+        f"  first: {_readable_offset(source, first)}\n"
+        f"  again: {_readable_offset(source, again)}"
+    )
+
+
+def _readable_offset(source: Source[Any, Any], offset: Mapping[str, Any]) -> str:
+    """``offset`` with its state and splits decoded by the source's serializers."""
+    decoded = StreamOffset.from_json(offset, source.format_name())
+    state: Any = decoded.state_ref
+    if decoded.inline_state is not None:
+        state = unframe(source.enumerator_state_serializer(), decoded.inline_state, "a state")
+    splits = {
+        split_id: (unframe(source.split_serializer(), progress.split, "a split"), progress.position)
+        for split_id, progress in decoded.splits.items()
+    }
+    return f"state {state!r}, splits in flight {splits!r}"
+
+
 @dataclass(frozen=True)
 class GoldenFile:
     """The golden files of one serializer: ``<prefix>_<kind>_v<version>.bin`` in ``directory``."""
@@ -186,18 +220,35 @@ class GoldenFile:
         self.check(version)
         return path if written else None
 
-    def check_older(self) -> list[Path]:
-        """Check the files of every older version there is; return their paths."""
-        older = [v for v in range(1, self.serializer.version) if self.path(v).exists()]
-        for version in older:
+    def check_every_version(self) -> list[Path]:
+        """Check the files of every version there is, today's included (a layout changed
+        without a version bump shows there); return their paths."""
+        there = [v for v in range(1, self.serializer.version + 1) if self.path(v).exists()]
+        for version in there:
             self.check(version)
-        return [self.path(v) for v in older]
+        return [self.path(v) for v in there]
 
     def check(self, version: int) -> None:
         path = self.path(version)
-        value = unframe(self.serializer, path.read_bytes(), f"the golden file {path}")
         expected = self.value(version)
-        assert value == expected, f"{path} reads as {value!r}, not {expected!r}"
+        try:
+            value = unframe(self.serializer, path.read_bytes(), f"the golden file {path}")
+        except SerializationError as error:
+            value = error
+        if value == expected:
+            return
+        current = self.serializer.version
+        if version == current:
+            cause = (
+                f"the {self.kind} serializer's layout changed without a version bump: raise its "
+                f"version to {current + 1} and keep reading version {current} in deserialize"
+            )
+        else:
+            cause = f"the {self.kind} serializer no longer reads its version {version}"
+        raise AssertionError(
+            f"{path} reads as {value!r}, not {expected!r}: {cause} (or golden_{self.kind}"
+            f"({version}) changed; a golden file is never regenerated)"
+        )
 
 
 def golden_files(context: ConformanceContext) -> list[GoldenFile]:
