@@ -62,7 +62,7 @@ class SplitReader(ABC, Generic[SplitT]):
 
     Batches may have the declared schema or one that casts to it safely; the
     runtime makes them match exactly and cuts them to the batch size limits.
-    ``Source.create_reader`` creates one per Spark task, on the fetcher thread.
+    The runtime creates one per Spark task with ``Source.create_reader``, on the fetcher thread.
 
     Examples
     --------

@@ -85,8 +85,8 @@ class SourceDefinitionError(SplitSourceError, TypeError):
 class UnsupportedBoundednessError(SplitSourceError, ValueError):
     """A source was asked for a kind of read (bounded or streaming) it cannot do.
 
-    Raised when ``spark.read`` or ``spark.readStream`` is planned for a source
-    whose ``supported_boundedness`` lacks that kind: use the other one.
+    Raised by ``spark.read`` of a source whose ``supported_boundedness`` lacks
+    ``BOUNDED``: read it with ``spark.readStream`` instead.
     """
 
 
