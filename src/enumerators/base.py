@@ -32,7 +32,13 @@ DiscoveryT = TypeVar("DiscoveryT")
 
 
 class ReadMode(enum.Enum):
-    """The kind of read an enumerator serves."""
+    """The kind of read an enumerator serves, in ``EnumeratorContext.mode``.
+
+    Examples
+    --------
+    >>> ReadMode.AVAILABLE_NOW.boundedness
+    <Boundedness.BOUNDED: 'bounded'>
+    """
 
     BATCH = "batch"
     """``spark.read``: every split is read to its ``end_position()`` in one job, so every
@@ -56,7 +62,16 @@ class ReadMode(enum.Enum):
 
 @dataclass(frozen=True)
 class EnumeratorContext:
-    """What the framework tells an enumerator about the read it serves."""
+    """What the framework tells an enumerator about the read it serves.
+
+    Passed to ``Source.create_enumerator`` and ``Source.restore_enumerator``.
+
+    Examples
+    --------
+    >>> context = EnumeratorContext(ReadMode.STREAM)
+    >>> context.mode.boundedness.name
+    'CONTINUOUS_UNBOUNDED'
+    """
 
     mode: ReadMode
     """Batch, stream or AvailableNow: see :class:`ReadMode`."""
@@ -64,7 +79,16 @@ class EnumeratorContext:
 
 @dataclass(frozen=True)
 class CompletedCheckpoint(Generic[SplitT]):
-    """A checkpoint Spark has durably committed, as ``notify_checkpoint_complete`` sees it."""
+    """A checkpoint Spark has durably committed, as ``notify_checkpoint_complete`` sees it.
+
+    Examples
+    --------
+    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> split = NumberSequenceSplit(0, 1, 10)
+    >>> checkpoint = CompletedCheckpoint(3, {"0": split}, {"0": 11}, frozenset({"0"}))
+    >>> checkpoint.positions["0"] == split.end_position(), "0" in checkpoint.finished
+    (True, True)
+    """
 
     checkpoint_id: int
     """The id ``snapshot_state`` was called with for this checkpoint."""
@@ -84,6 +108,25 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
 
     Planning must be deterministic: an enumerator restored from the same state
     hands out the same splits, so a re-planned batch reads the same records.
+    ``StaticSplitEnumerator`` serves a list known up front; subclass this class
+    for splits found otherwise, ``PeriodicSplitEnumerator`` for splits found
+    over time.
+
+    Examples
+    --------
+    How a bounded read (``ReadMode.BATCH``) plans with an enumerator:
+
+    >>> from enumerators import EnumeratorContext, ReadMode
+    >>> from sources.numbers import NumberSequenceSource
+    >>> source = NumberSequenceSource(1, 10, splits=2)
+    >>> enumerator = source.create_enumerator(EnumeratorContext(ReadMode.BATCH))
+    >>> enumerator.start()
+    >>> planned = []
+    >>> while not enumerator.is_end_of_input():
+    ...     planned += enumerator.next_splits()
+    >>> enumerator.close()
+    >>> [split.split_id for split in planned]
+    ['0', '1']
     """
 
     def start(self) -> None:
@@ -94,6 +137,15 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         """Remove up to ``max_splits`` (all if ``None``) ready splits from the pending set.
 
         Must not block: return what is known now, possibly nothing.
+
+        Examples
+        --------
+        >>> from enumerators import StaticSplitEnumerator
+        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> splits = [NumberSequenceSplit(i, i, i) for i in range(3)]
+        >>> enumerator = StaticSplitEnumerator(splits)
+        >>> len(enumerator.next_splits(2)), len(enumerator.next_splits()), enumerator.next_splits()
+        (2, 1, [])
         """
 
     @abstractmethod
@@ -106,7 +158,18 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
 
     @abstractmethod
     def add_splits_back(self, splits: Sequence[SplitT]) -> None:
-        """Return splits that were handed out but not read, so they are handed out again."""
+        """Return splits that were handed out but not read, so they are handed out again.
+
+        Examples
+        --------
+        >>> from enumerators import StaticSplitEnumerator
+        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> enumerator = StaticSplitEnumerator([NumberSequenceSplit(0, 1, 5)])
+        >>> taken = enumerator.next_splits()
+        >>> enumerator.add_splits_back(taken)
+        >>> enumerator.next_splits() == taken
+        True
+        """
 
     @abstractmethod
     def snapshot_state(self, checkpoint_id: int) -> StateT:
@@ -114,7 +177,17 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
 
         It covers the pending splits, not the ones already handed out; pending
         splits that the restored enumerator's discovery finds again may be left
-        out (the file enumerator keeps only the files it handed out).
+        out (the file enumerator keeps only the files it handed out). The state is
+        written with ``Source.enumerator_state_serializer``.
+
+        Examples
+        --------
+        >>> from enumerators import StaticSplitEnumerator
+        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> enumerator = StaticSplitEnumerator([NumberSequenceSplit(i, i, i) for i in range(2)])
+        >>> taken = enumerator.next_splits(1)
+        >>> enumerator.snapshot_state(checkpoint_id=1)
+        [NumberSequenceSplit(index=1, start=1, end=1)]
         """
 
     def latest_positions(self, splits: Sequence[SplitT]) -> Mapping[str, int]:
@@ -123,6 +196,12 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         Called on the driver when a micro-batch is planned, only with splits
         whose ``end_position()`` is ``None``; may ask the outside system (Kafka:
         the partitions' latest offsets). Bounded splits are read to their end.
+
+        Raises
+        ------
+        NotImplementedError
+            The default: an enumerator that hands out unbounded splits must
+            implement it (connector guide, "S2").
         """
         raise NotImplementedError(
             f"{type(self).__name__} hands out unbounded splits, so it must implement "
@@ -137,6 +216,15 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         a split to read from its start instead, or ``None`` to keep ``split`` and read on
         once it grows past ``position``; raise to fail the query. The default raises
         :class:`~sources.errors.DataLossError`.
+
+        Examples
+        --------
+        >>> from enumerators import StaticSplitEnumerator
+        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> StaticSplitEnumerator([]).handle_rewound_split(NumberSequenceSplit(0, 1, 9), 5, 2)
+        Traceback (most recent call last):
+        ...
+        sources.errors.DataLossError: Split 0 can now be read only up to position 2, but ...
         """
         raise DataLossError(
             f"Split {split.split_id} can now be read only up to position {readable}, but "
@@ -170,6 +258,44 @@ class PeriodicSplitEnumerator(SplitEnumerator[SplitT, StateT], Generic[SplitT, S
     own thread, once per discovery. Under ``spark.read`` and AvailableNow it is
     called exactly once, before planning: that single discovery is what
     "available now" means.
+
+    Examples
+    --------
+    An enumerator of the rows a list (a table) gains, one split per discovery:
+
+    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> class RowsEnumerator(PeriodicSplitEnumerator[NumberSequenceSplit, int, int]):
+    ...     def __init__(self, table: list[int], known: int = 0) -> None:
+    ...         self.table, self.known, self.pending = table, known, []
+    ...
+    ...     def discover_more_splits(self) -> int:
+    ...         return len(self.table)  # only reads
+    ...
+    ...     def handle_discovered_splits(self, discovered: int) -> None:
+    ...         if discovered > self.known:
+    ...             split = NumberSequenceSplit(self.known, self.known, discovered - 1)
+    ...             self.pending.append(split)
+    ...             self.known = discovered
+    ...
+    ...     def next_splits(self, max_splits: int | None = None) -> list[NumberSequenceSplit]:
+    ...         taken, self.pending = self.pending, []
+    ...         return taken
+    ...
+    ...     def is_end_of_input(self) -> bool:
+    ...         return False
+    ...
+    ...     def add_splits_back(self, splits: list[NumberSequenceSplit]) -> None:
+    ...         self.pending[:0] = splits
+    ...
+    ...     def snapshot_state(self, checkpoint_id: int) -> int:
+    ...         return self.pending[0].start if self.pending else self.known
+    >>> table = [10, 11]
+    >>> enumerator = RowsEnumerator(table)
+    >>> enumerator.handle_discovered_splits(enumerator.discover_more_splits())
+    >>> table.append(12)
+    >>> enumerator.handle_discovered_splits(enumerator.discover_more_splits())
+    >>> enumerator.next_splits()
+    [NumberSequenceSplit(index=0, start=0, end=1), NumberSequenceSplit(index=2, start=2, end=2)]
     """
 
     @abstractmethod

@@ -16,7 +16,20 @@ SplitT = TypeVar("SplitT", bound="SourceSplit")
 
 
 class StaticSplitEnumerator(SplitEnumerator[SplitT, list[SplitT]]):
-    """Hands out a fixed list of splits in order; its state is the list still pending."""
+    """Hands out a fixed list of splits in order; its state is the list still pending.
+
+    For sources whose splits are all known when the read starts (Flink's
+    ``IteratorSourceEnumerator``): ``create_enumerator`` builds it from the planned
+    splits, ``restore_enumerator`` from the state. ``next_splits`` raises
+    ``ValueError`` for a negative ``max_splits``.
+
+    Examples
+    --------
+    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> enumerator = StaticSplitEnumerator([NumberSequenceSplit(0, 1, 5)])
+    >>> enumerator.is_end_of_input(), len(enumerator.next_splits()), enumerator.is_end_of_input()
+    (False, 1, True)
+    """
 
     def __init__(self, splits: Sequence[SplitT]) -> None:
         self._pending = list(splits)

@@ -24,17 +24,37 @@ SplitT = TypeVar("SplitT", bound="SourceSplit")
 
 @dataclass(frozen=True)
 class RecordsBySplit:
-    """What one ``fetch`` returned: Arrow batches per split id, and the splits now finished."""
+    """What one ``fetch`` returned: Arrow batches per split id, and the splits now finished.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> batch = pa.record_batch({"value": pa.array([1, 2], pa.int64())})
+    >>> fetched = RecordsBySplit({"0": [batch]}, finished=frozenset({"0"}))
+    >>> RecordsBySplit() == RecordsBySplit({}, frozenset())  # nothing arrived
+    True
+    """
 
     batches: Mapping[str, Sequence[pa.RecordBatch]] = field(default_factory=dict)
+    """The batches read from each split in this fetch, in order, by split id."""
+
     finished: frozenset[str] = frozenset()
+    """The ids of the splits read to their end: each reported once, after its last batch."""
 
 
 @dataclass(frozen=True)
 class SplitsAddition(Generic[SplitT]):
-    """New splits for the reader to read, in addition to those it has."""
+    """New splits for the reader to read, in addition to those it has.
+
+    Examples
+    --------
+    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> SplitsAddition([NumberSequenceSplit(0, 1, 3)]).splits[0].split_id
+    '0'
+    """
 
     splits: Sequence[SplitT]
+    """The splits to add; their ids differ from each other and from those the reader has."""
 
 
 class SplitReader(ABC, Generic[SplitT]):
@@ -42,11 +62,43 @@ class SplitReader(ABC, Generic[SplitT]):
 
     Batches may have the declared schema or one that casts to it safely; the
     runtime makes them match exactly and cuts them to the batch size limits.
+    The runtime creates one per Spark task with ``Source.create_reader``, on the fetcher thread.
+
+    Examples
+    --------
+    A reader of number ranges whose ``fetch`` never blocks, driven by the runtime:
+
+    >>> import pyarrow as pa
+    >>> from readers import FetcherSettings, RecordsBySplit, SplitFetcher, SplitsAddition
+    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> class RangeReader(SplitReader[NumberSequenceSplit]):
+    ...     def __init__(self) -> None:
+    ...         self.splits: list[NumberSequenceSplit] = []
+    ...
+    ...     def handle_splits_changes(self, change: SplitsAddition[NumberSequenceSplit]) -> None:
+    ...         self.splits.extend(change.splits)
+    ...
+    ...     def fetch(self, timeout: float) -> RecordsBySplit:
+    ...         split = self.splits.pop(0)  # the runtime stops fetching once all are finished
+    ...         values = pa.array(range(split.start, split.end + 1), pa.int64())
+    ...         batch = pa.record_batch({"value": values})
+    ...         return RecordsBySplit({split.split_id: [batch]}, frozenset({split.split_id}))
+    ...
+    ...     def wakeup(self) -> None:
+    ...         pass  # fetch never blocks, so there is nothing to interrupt
+    >>> splits = [NumberSequenceSplit(0, 1, 3), NumberSequenceSplit(1, 4, 5)]
+    >>> schema = pa.schema([("value", pa.int64())])
+    >>> batches = SplitFetcher(RangeReader, splits, schema, FetcherSettings())
+    >>> pa.Table.from_batches(list(batches))["value"].to_pylist()
+    [1, 2, 3, 4, 5]
     """
 
     @abstractmethod
     def handle_splits_changes(self, change: SplitsAddition[SplitT]) -> None:
-        """Take on new splits. Must not block; the next ``fetch`` starts reading them."""
+        """Take on new splits. Must not block; the next ``fetch`` starts reading them.
+
+        Called on the fetcher thread, before the first ``fetch``.
+        """
 
     @abstractmethod
     def fetch(self, timeout: float) -> RecordsBySplit:
@@ -56,6 +108,23 @@ class SplitReader(ABC, Generic[SplitT]):
         called. Must be reentrant: a fetch after a woken-up fetch resumes where
         the woken one stopped, losing and repeating nothing. Report a split in
         ``finished`` exactly once, in the same or a later fetch than its last batch.
+        Called on the fetcher thread until every split is finished.
+
+        Parameters
+        ----------
+        timeout : float
+            Seconds to wait for records at most (``FetcherSettings.fetch_timeout``).
+
+        Returns
+        -------
+        RecordsBySplit
+            The batches read, by split id, and the splits finished.
+
+        Raises
+        ------
+        Exception
+            Anything; the runtime fails the task with a ``ReaderError`` naming the
+            splits, or passes a ``SplitSourceError`` on as it is.
         """
 
     @abstractmethod

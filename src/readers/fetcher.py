@@ -52,13 +52,28 @@ class FetcherSettings:
     The batch sizes and the queue capacity are read options (docs/options.md);
     ``fetch_timeout`` bounds one ``fetch`` call and ``shutdown_timeout`` how long a
     cancelled read waits for the fetcher thread.
+
+    Examples
+    --------
+    >>> settings = FetcherSettings(max_records_per_batch=1_000)
+    >>> settings.max_bytes_per_batch, settings.queue_capacity
+    (16777216, 4)
     """
 
     max_records_per_batch: int = 10_000
+    """The most rows in one batch handed to Spark (``maxRecordsPerBatch``)."""
+
     max_bytes_per_batch: int = 16 << 20
+    """The most bytes in one batch handed to Spark (``maxBytesPerBatch``)."""
+
     queue_capacity: int = 4
+    """How many batches the fetcher thread reads ahead of Spark (``fetchQueueCapacity``)."""
+
     fetch_timeout: float = 1.0
+    """The ``timeout`` passed to ``SplitReader.fetch``, in seconds."""
+
     shutdown_timeout: float = 10.0
+    """How long a cancelled read waits for the fetcher thread to close the reader, in seconds."""
 
 
 class _End:
@@ -70,7 +85,29 @@ class SplitFetcher(Generic[SplitT]):
 
     Iterating starts the fetcher thread; leaving the iteration early (break,
     exception, generator close) or calling ``cancel`` stops it and closes the
-    reader. A failure of the reader is raised from the iteration.
+    reader. The Spark binding runs one per task; a test can run one directly.
+
+    Raises
+    ------
+    ReaderError
+        From the iteration, when the reader failed (the cause chained), the read
+        was cancelled or the fetcher thread died; a ``SplitSourceError`` raised
+        by the reader is raised as it is.
+    SplitSourceError
+        From the constructor, when two of ``splits`` share an id.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> schema = pa.schema([("value", pa.int64())])
+    >>> source = NumberSequenceSource(1, 5)
+    >>> splits = [NumberSequenceSplit(0, 1, 5)]
+    >>> settings = FetcherSettings(max_records_per_batch=2)
+    >>> fetcher = SplitFetcher(lambda: source.create_reader(schema), splits, schema, settings)
+    >>> [batch.num_rows for batch in fetcher]
+    [2, 2, 1]
     """
 
     def __init__(

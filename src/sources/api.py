@@ -33,20 +33,32 @@ SplitT = TypeVar("SplitT", bound=SourceSplit)
 StateT = TypeVar("StateT")
 
 FORMAT_PREFIX = "splitsource."
+"""What every splitsource format name starts with: ``splitsource.<Source.name>``.
+
+Examples
+--------
+>>> from sources.numbers import NumberSequenceSource
+>>> NumberSequenceSource.format_name() == FORMAT_PREFIX + NumberSequenceSource.name
+True
+"""
 
 
 class Source(ABC, Generic[SplitT, StateT]):
     """A FLIP-27 source: enumerator on the driver, split readers on the executors.
 
     Subclasses set ``name`` (the Spark format becomes ``splitsource.<name>``),
-    declare ``options``, and implement the factory methods below.
+    declare ``options``, and implement the abstract methods below. A source holds
+    configuration only (it is pickled to every task); the connector guide builds
+    one step by step.
 
-    Example::
+    Examples
+    --------
+    The packaged ``splitsource.numbers``, read without Spark as ``spark.read`` reads it:
 
-        class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]]):
-            name = "numbers"
-            options = (Option.integer("to", "last number, inclusive"),)
-            ...
+    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.testing import read_all
+    >>> read_all(NumberSequenceSource, {"from": 1, "to": 5, "splits": 2})["value"].to_pylist()
+    [1, 2, 3, 4, 5]
     """
 
     name: ClassVar[str]
@@ -84,7 +96,14 @@ class Source(ABC, Generic[SplitT, StateT]):
 
     @classmethod
     def format_name(cls) -> str:
-        """The name users pass to ``spark.read.format(...)``."""
+        """The name users pass to ``spark.read.format(...)``.
+
+        Examples
+        --------
+        >>> from sources.numbers import NumberSequenceSource
+        >>> NumberSequenceSource.format_name()
+        'splitsource.numbers'
+        """
         return FORMAT_PREFIX + cls.name
 
     @classmethod
@@ -94,7 +113,29 @@ class Source(ABC, Generic[SplitT, StateT]):
         """Validate the user's options and build the source.
 
         ``extra`` are options handled by the framework rather than the source;
-        their parsed values are returned beside the source.
+        their parsed values are returned beside the source. The Spark binding calls
+        this at ``load()``; a source does not override it.
+
+        Returns
+        -------
+        tuple of (Source, Options)
+            The source built by :meth:`from_options`, and the values of ``extra``.
+
+        Raises
+        ------
+        InvalidOptionError
+            An option is unknown, missing or invalid (see :meth:`from_options`).
+
+        Examples
+        --------
+        >>> from sources.numbers import NumberSequenceSource
+        >>> NumberSequenceSource.from_spark_options({"TO": "9"})[0].end
+        9
+        >>> NumberSequenceSource.from_spark_options({"to": "9", "split": "2"})
+        Traceback (most recent call last):
+        ...
+        sources.errors.InvalidOptionError: Option 'split' of splitsource.numbers: unknown option
+        (did you mean 'splits'?). Valid options for splitsource.numbers: from, splits, to.
         """
         own = {option.name for option in cls.options}
         clashes = own & {option.name for option in extra}
@@ -115,23 +156,75 @@ class Source(ABC, Generic[SplitT, StateT]):
     def from_options(cls, options: Options) -> Self:
         """Build the source from parsed ``options``.
 
-        Raise :class:`~sources.errors.InvalidOptionError` for combinations of
-        options that are invalid together; single values are already checked.
+        Each declared option is in ``options``, parsed, or its default; single values
+        are already checked against their ``Option``.
+
+        Raises
+        ------
+        InvalidOptionError
+            For options that are invalid together.
+
+        Examples
+        --------
+        >>> from sources import Options
+        >>> from sources.numbers import NumberSequenceSource
+        >>> NumberSequenceSource.from_options(Options({"from": 5, "to": 1, "splits": 1}))
+        Traceback (most recent call last):
+        ...
+        sources.errors.InvalidOptionError: Option 'to' of splitsource.numbers: 1 is below from=5;
+        use to = from - 1 for an empty sequence.
         """
 
     @abstractmethod
     def schema(self) -> StructType | str:
-        """The rows this source produces, as a ``StructType`` or a DDL string."""
+        """The rows this source produces, as a ``StructType`` or a DDL string.
+
+        Called on the driver when the user gives no ``.schema(...)``.
+
+        Examples
+        --------
+        >>> from sources.numbers import NumberSequenceSource
+        >>> NumberSequenceSource(0, 9).schema()
+        'value BIGINT NOT NULL'
+        """
 
     @abstractmethod
     def create_enumerator(self, context: EnumeratorContext) -> SplitEnumerator[SplitT, StateT]:
-        """A fresh enumerator for a read that starts from the beginning. Driver only."""
+        """A fresh enumerator for a read that starts from the beginning. Driver only.
+
+        ``context.mode`` says whether the read is a batch, a stream or AvailableNow.
+
+        Examples
+        --------
+        >>> from enumerators import EnumeratorContext, ReadMode
+        >>> from sources.numbers import NumberSequenceSource
+        >>> source = NumberSequenceSource(1, 10, splits=2)
+        >>> source.create_enumerator(EnumeratorContext(ReadMode.BATCH)).next_splits()
+        [NumberSequenceSplit(index=0, start=1, end=5),
+         NumberSequenceSplit(index=1, start=6, end=10)]
+        """
 
     @abstractmethod
     def restore_enumerator(
         self, context: EnumeratorContext, state: StateT
     ) -> SplitEnumerator[SplitT, StateT]:
-        """An enumerator that continues from ``state`` taken by ``snapshot_state``. Driver only."""
+        """An enumerator that continues from ``state`` taken by ``snapshot_state``. Driver only.
+
+        ``state`` may come from an older release of the connector (decoded by
+        :meth:`enumerator_state_serializer`); restoring it must hand out the same
+        splits the snapshotted enumerator had pending.
+
+        Examples
+        --------
+        >>> from enumerators import EnumeratorContext, ReadMode
+        >>> from sources.numbers import NumberSequenceSource
+        >>> source = NumberSequenceSource(1, 10, splits=2)
+        >>> context = EnumeratorContext(ReadMode.BATCH)
+        >>> enumerator = source.create_enumerator(context)
+        >>> first = enumerator.next_splits(1)
+        >>> source.restore_enumerator(context, enumerator.snapshot_state(1)).next_splits()
+        [NumberSequenceSplit(index=1, start=6, end=10)]
+        """
 
     def refine_plan(self, splits: Sequence[SplitT]) -> Sequence[SplitT]:
         """The splits of one read or micro-batch as they will be read. Driver only.
@@ -166,7 +259,21 @@ class Source(ABC, Generic[SplitT, StateT]):
         """A split reader for one Spark task that produces ``schema``. Executor only.
 
         ``schema`` is the exact Arrow schema Spark expects: the source's own, or
-        the one the user gave with ``.schema(...)``.
+        the one the user gave with ``.schema(...)``. The reader is created on the
+        fetcher thread that then drives it (:class:`~readers.base.SplitReader`).
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from readers import SplitsAddition
+        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> reader = NumberSequenceSource(1, 3).create_reader(pa.schema([("value", pa.int64())]))
+        >>> reader.handle_splits_changes(SplitsAddition([NumberSequenceSplit(0, 1, 3)]))
+        >>> fetched = reader.fetch(timeout=1.0)
+        >>> fetched.batches["0"][0]["value"].to_pylist(), fetched.finished
+        ([1, 2, 3], frozenset({'0'}))
+        >>> reader.close()
         """
 
     def storage_options_for(self, url: str) -> Mapping[str, Any]:
@@ -181,8 +288,28 @@ class Source(ABC, Generic[SplitT, StateT]):
 
     @abstractmethod
     def split_serializer(self) -> SimpleVersionedSerializer[SplitT]:
-        """The serializer for this source's splits (they travel to executors and into offsets)."""
+        """The serializer for this source's splits (they travel to executors and into offsets).
+
+        Examples
+        --------
+        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> serializer = NumberSequenceSource(1, 3).split_serializer()
+        >>> split = NumberSequenceSplit(0, 1, 3)
+        >>> serializer.deserialize(serializer.version, serializer.serialize(split)) == split
+        True
+        """
 
     @abstractmethod
     def enumerator_state_serializer(self) -> SimpleVersionedSerializer[StateT]:
-        """The serializer for the enumerator's checkpointed state."""
+        """The serializer for the enumerator's checkpointed state (what ``snapshot_state`` returns).
+
+        Examples
+        --------
+        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> serializer = NumberSequenceSource(1, 3).enumerator_state_serializer()
+        >>> state = [NumberSequenceSplit(0, 1, 3)]
+        >>> serializer.deserialize(serializer.version, serializer.serialize(state)) == state
+        True
+        """

@@ -32,11 +32,32 @@ __all__ = [
 
 
 class SplitSourceError(Exception):
-    """Base class of all splitsource errors."""
+    """Base class of all splitsource errors; catch it to catch any of them.
+
+    Every message names what failed (option, split, file, offset) and says what to
+    do. Spark reports an error raised in a read with this message on its first line.
+
+    Examples
+    --------
+    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.testing import read_all
+    >>> try:
+    ...     read_all(NumberSequenceSource, {"to": 9, "splits": 0})
+    ... except SplitSourceError as error:
+    ...     print(type(error).__name__, "-", str(error).split(". ")[0])
+    InvalidOptionError - Option 'splits' of splitsource.numbers: must be at least 1, got 0
+    """
 
 
 class InvalidOptionError(SplitSourceError, ValueError):
-    """An option given to a source is unknown, missing or has an invalid value."""
+    """An option given to a source is unknown, missing or has an invalid value.
+
+    Raised at ``load()`` (over Spark Connect, at the first action) by the option
+    parser, and by ``Source.from_options`` for options invalid together. The
+    message names the option, the problem and the valid options: fix the
+    ``.option(...)``. Authors raise it as ``InvalidOptionError(cls.format_name(),
+    option, problem)``, ``problem`` a phrase without a final period.
+    """
 
     def __init__(self, source: str, option: str, problem: str, valid: Iterable[str] = ()) -> None:
         self.source = source
@@ -47,72 +68,137 @@ class InvalidOptionError(SplitSourceError, ValueError):
 
 
 class UnsupportedSparkVersionError(SplitSourceError, RuntimeError):
-    """The running Spark is older than the version splitsource needs."""
+    """The running Spark is older than the version splitsource needs (4.2).
+
+    Raised by ``register``; upgrade with ``pip install 'pyspark>=4.2'``.
+    """
 
 
 class SourceDefinitionError(SplitSourceError, TypeError):
-    """An author's class does not fit the API it implements, such as a method's parameters."""
+    """An author's class does not fit the API it implements, such as a method's parameters.
+
+    Raised by ``register`` and ``data_source_for`` before any read; the message
+    names the method and the parameters splitsource passes: fix the signature.
+    """
 
 
 class UnsupportedBoundednessError(SplitSourceError, ValueError):
-    """A source was asked for a kind of read (bounded or streaming) it cannot do."""
+    """A source was asked for a kind of read (bounded or streaming) it cannot do.
+
+    Raised by ``spark.read`` of a source whose ``supported_boundedness`` lacks
+    ``BOUNDED``: read it with ``spark.readStream`` instead.
+    """
 
 
 class SerializationError(SplitSourceError, ValueError):
-    """Persisted bytes (a split, enumerator state, an offset) cannot be read back."""
+    """Persisted bytes (a split, enumerator state, an offset) cannot be read or written.
+
+    Raised by the framework around a ``SimpleVersionedSerializer``; the message
+    names the data. Its subclasses say whether the bytes are damaged or newer.
+    """
 
 
 class CorruptDataError(SerializationError):
-    """The bytes are truncated, damaged or not splitsource data at all."""
+    """The bytes are truncated, damaged or not splitsource data at all.
+
+    Raised when a frame's header or checksum does not match, or ``deserialize``
+    fails to decode; authors raise it from ``deserialize``. A damaged checkpoint
+    cannot be read: restore the checkpoint from a copy, or start a new one.
+    """
 
 
 class NewerVersionError(SerializationError):
-    """The bytes were written by a newer serializer version than this code can read."""
+    """The bytes were written by a newer serializer version than this code can read.
+
+    Raised when a checkpoint written by a newer release of a connector is read by
+    an older one: upgrade the connector to the release that wrote it.
+    """
 
 
 class SchemaMismatchError(SplitSourceError, ValueError):
-    """A split reader produced data that does not fit the declared schema."""
+    """A split reader produced data that does not fit the declared schema.
+
+    Raised on the executor when a batch's columns are missing, or cannot be cast
+    safely to the schema Spark expects (a null in a NOT NULL column, an overflow).
+    Fix the reader, or the schema given with ``.schema(...)``.
+    """
 
 
 class ReaderError(SplitSourceError, RuntimeError):
-    """A split reader failed while reading on an executor."""
+    """A split reader failed while reading on an executor.
+
+    Wraps what a reader raised (its ``OSError``, its client's errors), naming
+    the splits being read; a ``SplitSourceError`` from a reader passes unwrapped.
+    Also raised when a read is cancelled. The cause is chained.
+    """
 
 
 class StateStoreError(SplitSourceError, RuntimeError):
-    """The driver-side state store cannot write or give back an enumerator-state artifact."""
+    """The driver-side state store cannot write or give back an enumerator-state artifact.
+
+    Raised by a stream with ``stateLocation``: check that the location exists and
+    is writable with the ``stateStorageOptions``, and that it is the one the
+    checkpoint was written with.
+    """
 
 
 class DiscoveryError(SplitSourceError, RuntimeError):
-    """Finding new splits failed on the driver."""
+    """Finding new splits failed on the driver.
+
+    Raised by a stream when ``discover_more_splits`` raised; the cause is
+    chained. Fix access to the outside system and restart the query.
+    """
 
 
 class FileReadError(SplitSourceError, OSError):
     """A file cannot be read or decoded; the message names it and the line or row group.
 
-    The subclasses say which of the file source's skip options applies.
+    Raised by the file source's readers. The subclasses say which of the file
+    source's skip options applies; fix or remove the file, or set that option.
     """
 
 
 class MissingFileError(FileReadError):
-    """A listed file was deleted or renamed before it was read (``ignoreMissingFiles``)."""
+    """A listed file was deleted or renamed before it was read.
+
+    Set ``ignoreMissingFiles`` to skip such files.
+    """
 
 
 class CorruptFileError(FileReadError):
-    """A file cannot be decoded, or changed after it was listed (``ignoreCorruptFiles``)."""
+    """A file cannot be decoded, or changed after it was listed.
+
+    Set ``ignoreCorruptFiles`` to skip such files.
+    """
 
 
 class MalformedRecordError(FileReadError):
-    """A CSV or JSON record (a line, or a ``multiLine`` one) does not parse or fit (``mode``)."""
+    """A CSV or JSON record (a line, or a ``multiLine`` one) does not parse or fit.
+
+    Raised under ``mode`` ``FAILFAST``; ``PERMISSIVE`` and ``DROPMALFORMED`` keep
+    or drop such records instead.
+    """
 
 
 class KafkaConnectionError(SplitSourceError, ConnectionError):
-    """The Kafka brokers cannot be reached, refuse the credentials, or fail a request."""
+    """The Kafka brokers cannot be reached, refuse the credentials, or fail a request.
+
+    Check ``kafka.bootstrap.servers`` and the ``kafka.*`` security options.
+    """
 
 
 class DataLossError(SplitSourceError, RuntimeError):
-    """Records a stream was reading are gone from the outside system before they were read."""
+    """Records a stream was reading are gone from the outside system before they were read.
+
+    Raised by default from ``SplitEnumerator.handle_rewound_split``: continuing
+    would skip records silently. Restart the stream from a new checkpoint, or have
+    the enumerator continue (Kafka: ``failOnDataLoss`` false).
+    """
 
 
 class KafkaDataLossError(DataLossError):
-    """Records that should be read are gone (retention, a deleted or re-created topic);
-    the message names topic, partition and offsets (``failOnDataLoss``)."""
+    """Records that should be read are gone (retention, a deleted or re-created topic).
+
+    The message names topic, partition and offsets. Set ``failOnDataLoss`` to
+    false to read on from the earliest offset that remains.
+    """

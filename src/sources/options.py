@@ -20,7 +20,15 @@ from sources.errors import InvalidOptionError
 
 __all__ = ["Option", "Options", "parse_options"]
 
-_REQUIRED: Any = object()
+
+class _Required:
+    """The default of an option the user must give; shown as ``REQUIRED`` in signatures."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+_REQUIRED: Any = _Required()
 
 _SIZE_UNITS = MappingProxyType(
     {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -34,12 +42,30 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORE
 
 @dataclass(frozen=True)
 class Option:
-    """One option a source accepts: its name, how to parse it, its default and its meaning."""
+    """One option a source accepts: its name, how to parse it, its default and its meaning.
+
+    A source lists its options in ``Source.options``; build each with one of the
+    constructors below (``Option.integer``, ``Option.size``, ...). An option without
+    a ``default`` is required. Names match the user's ``.option(...)`` keys in any case.
+
+    Examples
+    --------
+    >>> to = Option.integer("to", "last number, inclusive")
+    >>> to.required, to.parse(" 42 ")
+    (True, 42)
+    """
 
     name: str
+    """The option's name as users give it (matched in any case)."""
+
     parse: Callable[[str], Any]
+    """Turns the user's string into the value; raises ``ValueError`` saying what is wrong."""
+
     doc: str
+    """One line for users, shown when the option is missing and in docs tables."""
+
     default: Any = _REQUIRED
+    """The value when the user gives none; ``REQUIRED`` makes the option required."""
 
     @property
     def required(self) -> bool:
@@ -58,6 +84,16 @@ class Option:
         The parsed value is a dict of the names after the prefix, in lower case, to
         their string values, such as ``{"bootstrap.servers": "host:9092"}`` for
         ``kafka.bootstrap.servers``; empty when none is given.
+
+        Raises
+        ------
+        ValueError
+            If ``prefix`` does not end in a dot.
+
+        Examples
+        --------
+        >>> Option.prefixed("kafka.", "passed to the Kafka client").is_prefix
+        True
         """
         if not prefix.endswith("."):
             raise ValueError(f"an option prefix ends with a dot, got '{prefix}'")
@@ -65,7 +101,13 @@ class Option:
 
     @classmethod
     def string(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
-        """A free-form string option."""
+        """A free-form string option.
+
+        Examples
+        --------
+        >>> Option.string("topic", "the topic to read", default="events").default
+        'events'
+        """
         return cls(name, str, doc, default)
 
     @classmethod
@@ -77,7 +119,15 @@ class Option:
         minimum: int | None = None,
         maximum: int | None = None,
     ) -> Option:
-        """A whole number, optionally with bounds."""
+        """A whole number, optionally with bounds (``minimum`` and ``maximum`` inclusive).
+
+        Examples
+        --------
+        >>> Option.integer("splits", "how many splits", default=1, minimum=1).parse("0")
+        Traceback (most recent call last):
+        ...
+        ValueError: must be at least 1, got 0
+        """
 
         def parse(text: str) -> int:
             try:
@@ -94,7 +144,13 @@ class Option:
 
     @classmethod
     def size(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
-        """A positive byte size such as ``134217728``, ``128m`` or ``1g``."""
+        """A positive byte size such as ``134217728``, ``128m`` or ``1g``; parsed to bytes.
+
+        Examples
+        --------
+        >>> Option.size("maxBytes", "bytes per batch").parse("64m")
+        67108864
+        """
 
         def parse(text: str) -> int:
             match = _SIZE.match(text)
@@ -106,7 +162,13 @@ class Option:
 
     @classmethod
     def duration(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
-        """A duration in seconds: ``500ms``, ``30s``, ``5m``, ``1h``, ``7d`` or bare seconds."""
+        """A duration (``500ms``, ``30s``, ``5m``, ``1h``, ``7d`` or bare seconds) in seconds.
+
+        Examples
+        --------
+        >>> Option.duration("pollInterval", "how often to poll", default=1.0).parse("500ms")
+        0.5
+        """
 
         def parse(text: str) -> float:
             match = _DURATION.match(text)
@@ -121,6 +183,11 @@ class Option:
         """A JSON object that may hold credentials, such as fsspec storage options.
 
         A value that is not a JSON object is refused without being echoed.
+
+        Examples
+        --------
+        >>> Option.secret_json_object("storageOptions", "fsspec options").parse('{"anon": true}')
+        {'anon': True}
         """
 
         def parse(text: str) -> dict[str, Any]:
@@ -138,7 +205,13 @@ class Option:
     def choice(
         cls, name: str, doc: str, choices: Sequence[str], default: Any = _REQUIRED
     ) -> Option:
-        """One of ``choices`` (lower case), in any case."""
+        """One of ``choices`` (lower case), in any case; parsed to lower case.
+
+        Examples
+        --------
+        >>> Option.choice("mode", "on bad records", ["permissive", "failfast"]).parse("FailFast")
+        'failfast'
+        """
 
         def parse(text: str) -> str:
             value = text.strip().lower()
@@ -150,7 +223,13 @@ class Option:
 
     @classmethod
     def boolean(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
-        """``true`` or ``false``, in any case."""
+        """``true`` or ``false``, in any case.
+
+        Examples
+        --------
+        >>> Option.boolean("header", "first line names the columns", default=False).parse("TRUE")
+        True
+        """
 
         def parse(text: str) -> bool:
             lowered = text.strip().lower()
@@ -162,7 +241,18 @@ class Option:
 
 
 class Options(Mapping[str, Any]):
-    """Parsed option values by declared name; every declared option is present."""
+    """Parsed option values by declared name; every declared option is present.
+
+    ``Source.from_options`` receives one: a read-only mapping holding the parsed
+    value, or the default, of each of the source's own options (not the framework's).
+
+    Examples
+    --------
+    >>> from sources.numbers import NumberSequenceSource
+    >>> source = NumberSequenceSource.from_options(Options({"from": 1, "to": 3, "splits": 1}))
+    >>> source.end
+    3
+    """
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         self._values = dict(values)

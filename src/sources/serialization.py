@@ -56,20 +56,62 @@ class SimpleVersionedSerializer(ABC, Generic[T]):
     To evolve a format, raise ``version`` and keep a branch in
     ``deserialize`` for every older version: data checkpointed by an older
     release must stay readable. Never change what an existing version means.
+    splitsource stores the bytes in a frame that records the version and a
+    checksum (this module's docstring draws it), so ``deserialize`` gets only
+    the payload, with the version that wrote it.
+
+    Examples
+    --------
+    >>> import struct
+    >>> class PairSerializer(SimpleVersionedSerializer[tuple[int, int]]):
+    ...     @property
+    ...     def version(self) -> int:
+    ...         return 2
+    ...
+    ...     def serialize(self, obj: tuple[int, int]) -> bytes:
+    ...         return struct.pack(">qq", *obj)
+    ...
+    ...     def deserialize(self, version: int, data: bytes) -> tuple[int, int]:
+    ...         if version == 1:  # version 1 wrote only the first number
+    ...             return struct.unpack(">q", data)[0], 0
+    ...         return struct.unpack(">qq", data)
+    >>> serializer = PairSerializer()
+    >>> serializer.deserialize(serializer.version, serializer.serialize((3, 4)))
+    (3, 4)
+    >>> serializer.deserialize(1, struct.pack(">q", 3))
+    (3, 0)
     """
 
     @property
     @abstractmethod
     def version(self) -> int:
-        """The version ``serialize`` writes now (a positive integer)."""
+        """The version ``serialize`` writes now (a positive integer); raise it on any change."""
 
     @abstractmethod
     def serialize(self, obj: T) -> bytes:
-        """Encode ``obj`` in the current ``version``. Must be deterministic."""
+        """Encode ``obj`` in the current ``version``.
+
+        Must be deterministic: equal objects give equal bytes (offsets compare them).
+
+        Raises
+        ------
+        Exception
+            Anything; splitsource reports it as a ``SerializationError`` naming ``obj``.
+        """
 
     @abstractmethod
     def deserialize(self, version: int, data: bytes) -> T:
-        """Decode ``data`` written by ``version``, any version up to the current one."""
+        """Decode ``data`` written by ``version``, any version up to the current one.
+
+        Never called with a newer version than ``version`` (that fails earlier with
+        ``NewerVersionError``), nor with bytes whose checksum does not match.
+
+        Raises
+        ------
+        CorruptDataError
+            Bytes that do not decode; say what is wrong with them. ``ValueError``,
+            ``struct.error`` and the like are reported as ``CorruptDataError`` too.
+        """
 
 
 def frame(serializer: SimpleVersionedSerializer[T], obj: T) -> bytes:

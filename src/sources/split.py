@@ -16,7 +16,14 @@ UNKNOWN_SPLIT_BYTES = 4 << 20
 
 
 class Boundedness(enum.Enum):
-    """Whether a read ends by itself."""
+    """Whether a read ends by itself; a source lists those it supports.
+
+    Examples
+    --------
+    >>> from sources.numbers import NumberSequenceSource
+    >>> NumberSequenceSource.supported_boundedness == frozenset({Boundedness.BOUNDED})
+    True
+    """
 
     BOUNDED = "bounded"
     """The enumerator reaches an end of input: ``spark.read`` and ``Trigger.AvailableNow``."""
@@ -36,12 +43,29 @@ class SourceSplit(ABC):
     (``None``: the split never ends, like a Kafka partition). A micro-batch
     reads ``with_range(a, b)``. The defaults make the split one indivisible
     unit: position 0 is unread, 1 is read.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class FileSplit(SourceSplit):
+    ...     path: str
+    ...
+    ...     @property
+    ...     def split_id(self) -> str:
+    ...         return self.path
+    >>> split = FileSplit("data/part-0.csv")
+    >>> split.split_id, split.start_position(), split.end_position()
+    ('data/part-0.csv', 0, 1)
     """
 
     @property
     @abstractmethod
     def split_id(self) -> str:
-        """An identifier that stays the same for the life of the split, across restarts."""
+        """An identifier that stays the same for the life of the split, across restarts.
+
+        Unique among the splits of a read: progress is kept by split id.
+        """
 
     def estimated_bytes(self) -> int | None:
         """How many bytes reading this split produces, or ``None`` if unknown.
@@ -63,6 +87,20 @@ class SourceSplit(ABC):
 
         The reader of the returned split reads exactly those records and then
         reports the split finished. The default supports only the whole split.
+
+        Raises
+        ------
+        NotImplementedError
+            With the default, for any range but the whole split.
+
+        Examples
+        --------
+        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> split = NumberSequenceSplit(0, 1, 10)
+        >>> split.start_position(), split.end_position()
+        (1, 11)
+        >>> split.with_range(3, 5)
+        NumberSequenceSplit(index=0, start=3, end=4)
         """
         if (start, end) != (self.start_position(), self.end_position()):
             raise NotImplementedError(

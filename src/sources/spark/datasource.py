@@ -95,7 +95,25 @@ def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> No
     least 4.2, has a classic session's Python workers run this interpreter
     unless the user chose one, turns on filter pushdown for Python data sources
     (:mod:`sources.spark.pushdown`), and records the default parallelism that the
-    session's conf tells (:mod:`sources.spark.parallelism`).
+    session's conf tells (:mod:`sources.spark.parallelism`). The packaged sources
+    need no call: a ``pyspark_splitsource_<name>`` module registers each.
+
+    Raises
+    ------
+    UnsupportedSparkVersionError
+        If the session runs Spark older than 4.2.
+    SourceDefinitionError
+        As :func:`data_source_for`.
+
+    Examples
+    --------
+    Skipped here (it needs a session); section 7 of the connector guide runs it:
+
+    >>> from sources.numbers import NumberSequenceSource
+    >>> spark = local_session()  # doctest: +SKIP
+    >>> register(spark, NumberSequenceSource)  # doctest: +SKIP
+    >>> spark.read.format("splitsource.numbers").option("to", 9).load().count()  # doctest: +SKIP
+    10
     """
     check_spark_version(spark.version)
     use_this_python(spark)
@@ -110,10 +128,22 @@ def data_source_for(
 ) -> type[DataSource]:
     """The Spark ``DataSource`` class that serves ``source_class`` on ``parallelism`` cores.
 
-    Without ``parallelism``, a read plans for the cores of the driver's machine. Raises
-    :class:`~sources.errors.SourceDefinitionError` if a method of the source (or of the
-    reader, enumerator or serializer it is annotated to create) does not take the
-    parameters splitsource passes.
+    Without ``parallelism``, a read plans for the cores of the driver's machine. Use it
+    for a ``pyspark_<module>.DefaultSource`` (registration without code) or to call
+    ``spark.dataSource.register`` yourself.
+
+    Raises
+    ------
+    SourceDefinitionError
+        If a method of the source (or of the reader, enumerator or serializer it is
+        annotated to create) does not take the parameters splitsource passes.
+
+    Examples
+    --------
+    >>> from sources.numbers import NumberSequenceSource
+    >>> DefaultSource = data_source_for(NumberSequenceSource)
+    >>> DefaultSource.name()
+    'splitsource.numbers'
     """
     check_source_class(source_class)
     return type(

@@ -66,7 +66,16 @@ def local_session(
     With ``connect=True``, a Spark Connect session served by a local Connect
     server that this process starts on 127.0.0.1, port 15002 (needs pyspark's
     ``connect`` extra, ``pip install 'splitsource[connect]'``). Either kind is
-    one per process.
+    one per process: a second call returns the running session. ``conf`` is added
+    to the builder last, so it overrides the settings above.
+
+    Examples
+    --------
+    Skipped here (it starts Spark); section 7 of the connector guide runs it:
+
+    >>> spark = local_session(conf={"spark.sql.shuffle.partitions": "2"})  # doctest: +SKIP
+    >>> spark.conf.get("spark.sql.python.filterPushdown.enabled")  # doctest: +SKIP
+    'true'
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # A Connect server reads its workers' Python from its environment only.

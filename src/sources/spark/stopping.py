@@ -35,8 +35,25 @@ def stop_gracefully(
     ``state_location`` is the ``stateLocation`` option of the query's
     splitsource stream, reached with the fsspec ``storage_options`` (on object
     storage: the stream's credentials). A restart from the checkpoint then
-    replays nothing. Raises :class:`SplitSourceError` if the stream does not
-    acknowledge within ``timeout`` seconds (the query is left running).
+    replays nothing.
+
+    Raises
+    ------
+    SplitSourceError
+        If the stream does not acknowledge within ``timeout`` seconds; the query
+        is left running.
+
+    Examples
+    --------
+    Skipped here (it needs a running stream); docs/streaming.md runs it:
+
+    >>> query = (
+    ...     spark.readStream.format("splitsource.rate")
+    ...     .option("stateLocation", state)
+    ...     .load()
+    ...     .writeStream.format("memory").queryName("rates").start()
+    ... )  # doctest: +SKIP
+    >>> stop_gracefully(query, state)  # doctest: +SKIP
     """
     stop = GracefulStop(StateStore(state_location, storage_options))
     token = stop.request(timeout)
@@ -62,5 +79,11 @@ def cancel(query: StreamingQuery) -> None:
 
     With an exactly-once sink the replay reads the very same records, so each
     record is still written exactly once.
+
+    Examples
+    --------
+    Skipped here (it needs a running stream); ``tests/test_streaming.py`` runs it:
+
+    >>> cancel(query)  # doctest: +SKIP
     """
     query.stop()

@@ -59,7 +59,20 @@ _TOKEN = re.compile(r"\s*(`[^`]*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
 
 
 def parse_ddl(ddl: str) -> StructType:
-    """The ``StructType`` that ``ddl`` describes, as ``spark.read.schema(ddl)`` would read it."""
+    """The ``StructType`` that ``ddl`` describes, as ``spark.read.schema(ddl)`` would read it.
+
+    Raises
+    ------
+    ValueError
+        For a form this parser does not know; the message asks for a ``StructType``.
+
+    Examples
+    --------
+    >>> parse_ddl("id BIGINT NOT NULL, tags array<string>").simpleString()
+    'struct<id:bigint,tags:array<string>>'
+    >>> parse_ddl("id BIGINT NOT NULL").fields[0].nullable
+    False
+    """
     parser = _Parser(ddl)
     struct = parser.fields(end=None)
     parser.expect(None)

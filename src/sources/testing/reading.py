@@ -34,6 +34,26 @@ def read_all(
     ``filters`` are pushed to the source as Spark pushes a query's ``where``
     (:meth:`~sources.api.Source.push_filters`); the rows are those the source reads,
     before Spark would apply the filters it returns.
+
+    Returns
+    -------
+    pyarrow.Table
+        The rows, with the Arrow schema Spark would receive, partition by partition.
+
+    Raises
+    ------
+    SplitSourceError
+        What the read raises under Spark: ``InvalidOptionError`` for the options,
+        ``ReaderError`` for a failing reader, and so on.
+
+    Examples
+    --------
+    >>> from sources.numbers import NumberSequenceSource
+    >>> table = read_all(NumberSequenceSource, {"from": 1, "to": 4, "splits": 2})
+    >>> table.schema.field("value").type, table["value"].to_pylist()
+    (DataType(int64), [1, 2, 3, 4])
+    >>> read_all(NumberSequenceSource, {"to": 2}, schema="value BIGINT").num_rows
+    3
     """
     given = {key: str(value) for key, value in (options or {}).items()}
     data_source = data_source_for(source_class)(given)
