@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,6 +22,9 @@ from sources.serialization import frame
 from sources.splits.numbers import NumberSequenceSplit, NumberSequenceSplitSerializer
 from sources.testing.conformance import Case, SourceConformanceSuite
 from test_conformance import NumbersContext
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _CALLS = itertools.count()
 
@@ -182,3 +185,42 @@ def test_the_older_versions_case_says_to_write_golden_files_when_there_are_none(
     context.golden_directory = tmp_path / "golden"  # type: ignore[misc]
     with pytest.raises(pytest.skip.Exception, match="run the golden_files case"):
         Suite().test_older_versions(context)
+
+
+class _ForgetfulEnumerator(StaticSplitEnumerator[NumberSequenceSplit]):
+    """Once it handed out a split, checkpoints none of those still pending: they are lost
+    on a restart (unseen when the first micro-batch takes every split)."""
+
+    def __init__(self, splits: list[NumberSequenceSplit]) -> None:
+        super().__init__(splits)
+        self._handed_out = False
+
+    def next_splits(self, max_splits: int | None = None) -> list[NumberSequenceSplit]:
+        taken = super().next_splits(max_splits)
+        self._handed_out = self._handed_out or bool(taken)
+        return taken
+
+    def snapshot_state(self, checkpoint_id: int) -> list[NumberSequenceSplit]:
+        return [] if self._handed_out else super().snapshot_state(checkpoint_id)
+
+
+class ForgetfulCheckpointNumbers(NumberSequenceSource):
+    name = "forgetfulcheckpointnumbers"
+
+    def create_enumerator(self, context: EnumeratorContext) -> Any:
+        return _ForgetfulEnumerator(super().create_enumerator(context).next_splits())
+
+    def restore_enumerator(self, context: EnumeratorContext, state: Any) -> Any:
+        return _ForgetfulEnumerator(state)
+
+
+@pytest.mark.spark
+def test_a_checkpoint_without_the_pending_splits_fails_stop_and_resume_naming_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Caught even though the context's own limits count records, which admit every split
+    in the first micro-batch: the case admits one split per micro-batch itself."""
+    context = context_of(ForgetfulCheckpointNumbers, tmp_path)
+    assert "maxSplitsPerTrigger" not in context.stream_options
+    with pytest.raises(AssertionError, match="snapshot_state leaves out splits not handed out"):
+        Suite().test_stop_and_resume(context, spark, tmp_path)

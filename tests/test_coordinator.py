@@ -441,6 +441,39 @@ class _TwinNumbers(NumberSequenceSource):
 def test_a_split_id_handed_out_twice_fails_planning_naming_it() -> None:
     coordinator = StreamCoordinator(_TwinNumbers(0, 19), AdmissionLimits())
     start = spark_json(coordinator.initial_offset())
-    twins = r"Two splits with the id '0' in the splits splitsource\.numbers is reading"
+    twins = r"Two splits with the id '0' in the new splits of splitsource\.numbers"
     with pytest.raises(SplitSourceError, match=twins):
         coordinator.latest_offset(start, limited=False)
+
+
+class _HoardingEnumerator(StaticSplitEnumerator[NumberSequenceSplit]):
+    """Keeps every split in its checkpoint, also those it handed out: a restored one hands
+    out again the splits still being read."""
+
+    def __init__(self, splits: Sequence[NumberSequenceSplit]) -> None:
+        super().__init__(splits)
+        self._all = list(splits)
+
+    def snapshot_state(self, checkpoint_id: int) -> list[NumberSequenceSplit]:
+        return list(self._all)
+
+
+class _HoardingNumbers(NumberSequenceSource):
+    def create_enumerator(self, context: Any) -> Any:
+        return _HoardingEnumerator(super().create_enumerator(context).next_splits())
+
+    def restore_enumerator(self, context: Any, state: Any) -> Any:
+        return _HoardingEnumerator(state)
+
+
+def test_an_enumerator_handing_out_a_split_in_flight_after_a_restart_is_told_why() -> None:
+    def driver() -> StreamCoordinator:
+        return StreamCoordinator(_HoardingNumbers(0, 99, 2), AdmissionLimits(max_records=10))
+
+    start = spark_json(driver().initial_offset())
+    end = spark_json(driver().latest_offset(start, limited=True))  # both splits in flight
+    with pytest.raises(SplitSourceError) as caught:
+        driver().latest_offset(end, limited=True)  # a restarted driver
+    message = str(caught.value)
+    assert "handed out split '0' while the offset lists it as still being read" in message
+    assert "snapshot_state must leave out the splits next_splits handed out" in message

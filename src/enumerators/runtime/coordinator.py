@@ -24,7 +24,7 @@ objects of their own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,10 +138,8 @@ class StreamCoordinator:
         new = self._admission.take_new_splits(
             enumerator, limited, lambda split: target is None or target.includes(split)
         )
-        require_unique_split_ids(
-            [*(entry.split for entry in active.values()), *new],
-            f"the splits {self._source.format_name()} is reading",
-        )
+        self._check_not_in_flight(new, active)
+        require_unique_split_ids(new, f"the new splits of {self._source.format_name()}")
         entries = dict(active)
         for split in new:
             entries[split.split_id] = _Active(
@@ -169,6 +167,20 @@ class StreamCoordinator:
         self._admission.batch_planned()
         self._latest = ends
         return end_json
+
+    def _check_not_in_flight(
+        self, new: Sequence[SourceSplit], active: Mapping[str, _Active]
+    ) -> None:
+        """Raise if the enumerator handed out a split the offset still lists as being read."""
+        again = [split.split_id for split in new if split.split_id in active]
+        if again:
+            raise SplitSourceError(
+                f"The enumerator of {self._source.format_name()} handed out split "
+                f"'{again[0]}' while the offset lists it as still being read: a split in "
+                "flight is the framework's to track until it finishes. snapshot_state must "
+                "leave out the splits next_splits handed out (after a restart the enumerator "
+                "is restored from that state); if it is a new split, give it an id of its own."
+            )
 
     def plan(
         self, start_json: Mapping[str, Any] | None, end_json: Mapping[str, Any]

@@ -41,12 +41,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JOB_TIMEOUT",
+    "ONE_SPLIT_PER_TRIGGER",
     "SPLITS",
     "WAKEUP_LATENCY",
     "GoldenFile",
     "append_everywhere",
     "assert_same_rows",
     "check_bounded_read",
+    "check_exactly_once",
     "check_round_trips",
     "check_same_initial_offset",
     "check_wakeups",
@@ -67,6 +69,9 @@ JOB_TIMEOUT = 300.0
 """Longest wait for a driver process to start, reach a point, or finish."""
 WAKEUP_LATENCY = 1.0
 """Seconds within which a woken ``fetch`` must return."""
+ONE_SPLIT_PER_TRIGGER = {"maxSplitsPerTrigger": 1}
+"""Admission that keeps splits pending in the enumerator's checkpoints, whatever limits the
+author's ``stream_options`` set: what a checkpoint that forgets pending splits loses."""
 _LONG_FETCH = 30.0
 """The timeout given to the fetches that a wakeup must cut short."""
 _BEYOND = 1_000_000
@@ -94,6 +99,17 @@ def check_bounded_read(
     given = {key: str(value) for key, value in options.items()}
     frame_ = spark.read.format(context.source_class.format_name()).options(**given).load()
     context.check_rows(rows_of(context, records_of(frame_.collect())))
+
+
+def check_exactly_once(
+    context: ConformanceContext, records: Iterable[Mapping[str, Any]], contract: str
+) -> None:
+    """The context's check of ``records``; a failure also names the broken ``contract`` and
+    its likely causes."""
+    try:
+        context.check_rows(rows_of(context, records))
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{contract}") from None
 
 
 def sink_stream(context: ConformanceContext, spark: SparkSession, directory: Path) -> SinkStream:
