@@ -187,6 +187,21 @@ CSV_SCHEMA_CASES: dict[str, tuple[bytes, str, dict[str, Any]]] = {
         "d decimal(20,0)",
         {},
     ),
+    "decimals with more digits than the scale round half up": (
+        b'price\n80000.65\n"80,000.65"\n12.5\n-0.5\n1.5e3\n1.55e-1\n.5\n',
+        "price decimal(10,0)",
+        {"header": "true"},
+    ),
+    "decimals too wide once rounded are malformed": (
+        b"price\n80000.65\n99.95\n12.45\n-0.05\n",
+        "price decimal(3,1), _corrupt_record string",
+        {"header": "true"},
+    ),
+    "decimals too wide once rounded are dropped": (
+        b"price\n80000.65\n99.95\n12.45\n-0.05\n",
+        "price decimal(3,1)",
+        {"header": "true", "mode": "DROPMALFORMED"},
+    ),
 }
 
 
@@ -255,6 +270,22 @@ JSON_CASES: dict[str, tuple[bytes, str | None, dict[str, Any]]] = {
         b'{"a": null, "b": 1, "c": [], "d": {"x": null}, "e": ""}\n{"a": null, "f": {"y": 2}}\n',
         None,
         {"dropFieldIfAllNull": "true"},
+    ),
+    "decimals with more digits than the scale round half up": (
+        b'{"price": 80000.65}\n{"price": "80000.65"}\n{"price": 12.5}\n{"price": -0.5}\n'
+        b'{"price": 1e3}\n{"price": 0.30000000000000004}\n{"price": 2}\n',
+        "price decimal(10,0)",
+        {},
+    ),
+    "decimals too wide once rounded are malformed": (
+        b'{"price": 80000.65}\n{"price": 99.95}\n{"price": 12.45}\n{"price": -0.05}\n',
+        "price decimal(3,1), _corrupt_record string",
+        {},
+    ),
+    "decimals too wide once rounded are dropped": (
+        b'{"price": 80000.65}\n{"price": 99.95}\n{"price": 12.45}\n{"price": -0.05}\n',
+        "price decimal(3,1)",
+        {"mode": "DROPMALFORMED"},
     ),
     "map columns": (
         b'{"m": {"a": 1, "b": null}}\n{"m": {}}\n{"m": null}\n{"x": 1}\n{"m": {"c": 3}}\n',

@@ -686,6 +686,23 @@ def test_csv_values_trimmed_and_decimals_with_grouping_commas(local: Store) -> N
     ]
 
 
+@pytest.mark.parametrize(
+    ("precision", "expected"),
+    [(10, ["80001", "13", "-1", "100000", "0"]), (5, ["80001", "13", "-1", "0"])],
+    ids=["rounded", "too wide once rounded: dropped"],
+)
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_decimals_round_half_up_to_the_scale_as_in_spark(
+    local: Store, fmt: str, precision: int, expected: list[str]
+) -> None:
+    values = ["80000.65", "12.5", "-0.5", "99999.5", "0.30000000000000004"]
+    data = "".join(f'{{"d": {v}}}\n' if fmt == "json" else f"{v}\n" for v in values)
+    path = local.put(f"d.{fmt}", data.encode())
+    schema = pa.schema([("d", pa.decimal128(precision, 0))])
+    rows = read_all(local, path, FormatOptions(fmt, schema, mode="DROPMALFORMED"))
+    assert rows.column("d").to_pylist() == [Decimal(value) for value in expected]
+
+
 def test_csv_multi_line_values_and_patterned_timestamps(local: Store) -> None:
     path = local.put("m.csv", b't,s\n01/02/2024 10:11,"a\nb"\n')
     schema = pa.schema([("t", pa.timestamp("us")), ("s", pa.string())])

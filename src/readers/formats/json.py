@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from readers.formats.decimals import rounded, wide_decimal
 from readers.formats.json_inference import inferred_schema
 from readers.formats.json_text import document_as_lines, fitting_fields, values_as_text
 from readers.formats.line_format import RecordFormat, with_block_size
@@ -27,6 +28,9 @@ from readers.formats.options import FormatOptions
 from readers.formats.values import converted, converted_from_text
 
 __all__ = ["JsonFormat"]
+
+_NOT_DECIMAL = "Failed to convert JSON to decimal"
+"""pyarrow's error for a number with more digits than a decimal's precision or scale."""
 
 
 class JsonFormat(RecordFormat):
@@ -57,9 +61,12 @@ class JsonFormat(RecordFormat):
         try:
             table = _read(data, options, as_read)
         except pa.ArrowInvalid as error:
-            if "changed from string to" not in str(error):  # else text cannot help
+            if _NOT_DECIMAL in str(error):  # maybe only until rounded
+                table = _read_rounded(data, options, as_read)
+            elif "changed from string to" in str(error):
+                table = _read(values_as_text(data, as_read), options, as_read)
+            else:  # text cannot help
                 raise
-            table = _read(values_as_text(data, as_read), options, as_read)
         if not options.multi_line:
             check_one_per_line(table.num_rows, data, _records)
         if as_read != schema:
@@ -206,6 +213,30 @@ def _read(data: bytes, options: FormatOptions, schema: pa.Schema) -> pa.Table:
             parse_options=parse,
         ),
     )
+
+
+def _read_rounded(data: bytes, options: FormatOptions, schema: pa.Schema) -> pa.Table:
+    """:func:`_read`, with the numbers of decimal columns rounded to their scale as Spark
+    rounds them (decimals inside structs and arrays are not: such a record is malformed)."""
+    decimal = [pa.types.is_decimal(field.type) for field in schema]
+    wide = pa.schema(
+        [
+            field.with_type(wide_decimal(field.type)) if is_decimal else field
+            for field, is_decimal in zip(schema, decimal, strict=True)
+        ]
+    )
+    table = _read(data, options, wide)
+    columns = [
+        rounded(_validated(column), field.type) if is_decimal else column
+        for field, column, is_decimal in zip(schema, table.columns, decimal, strict=True)
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _validated(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``column``; raises ``pa.ArrowInvalid`` if a value has more digits than its type."""
+    column.validate(full=True)
+    return column
 
 
 def _records(data: bytes) -> int:
