@@ -132,6 +132,14 @@ CSV_CASES: dict[str, tuple[bytes, dict[str, Any]]] = {
         {},
     ),
     "white space after a closing quote is dropped": (b'"a" ,"b"\t\n" c " ,d\n', {}),
+    "records as wide as maxColumns": (
+        b"a,b\n1,2\n3,4,5\n6,7,8,9\n",
+        {"header": "true", "maxColumns": "4"},
+    ),
+    "records as wide as maxColumns, malformed ones dropped": (
+        b"a,b\n1,2\n3,4,5\n6,7,8,9\n",
+        {"header": "true", "maxColumns": "4", "mode": "DROPMALFORMED"},
+    ),
     "a quote after leading white space opens a quoted value": (
         b"year|comment\n2012| 'No comment'\n2015| 'a|b'\n",
         {"header": "true", "sep": "|", "quote": "'", "ignoreLeadingWhiteSpace": "true"},
@@ -420,6 +428,19 @@ def test_json_failfast_fails_on_a_value_of_the_wrong_type_inside_a_struct_like_s
         sparks(spark, "json", tmp_path, **options).collect()
     with pytest.raises(Exception, match=r"data\.json' at line 2"):
         files(spark, "json", tmp_path, **options).collect()
+
+
+@pytest.mark.parametrize("schema", [None, "a string, b string, _corrupt_record string"])
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+def test_csv_record_wider_than_max_columns_fails_in_every_mode_like_spark(
+    spark: SparkSession, tmp_path: Path, mode: str, schema: str | None
+) -> None:
+    (tmp_path / "data.csv").write_bytes(b"a,b\n1,2\n3,4,5\n6,7,8,9\n")
+    options = {"schema": schema, "header": "true", "maxColumns": "3", "mode": mode}
+    with pytest.raises(Exception, match="TextParsingException"):
+        sparks(spark, "csv", tmp_path, **options).collect()
+    with pytest.raises(Exception, match=r"data\.csv' at line 4: .*maxColumns \(3\).*raise"):
+        files(spark, "csv", tmp_path, **options).collect()
 
 
 MULTILINE_CSV: dict[str, tuple[bytes, dict[str, str]]] = {

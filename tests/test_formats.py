@@ -30,7 +30,7 @@ from readers.formats import (
     read_range,
 )
 from readers.formats.patterns import strptime_format
-from sources.errors import FileReadError, InvalidOptionError
+from sources.errors import FileReadError, InvalidOptionError, MalformedRecordError
 
 SCHEMA = pa.schema(
     [
@@ -599,6 +599,17 @@ def test_csv_empty_value_in_not_null_column_names_the_line(local: Store) -> None
     path = local.put("null.csv", b"id,name,score,ok\n1,a,1,true\n,b,2,false\n")
     with pytest.raises(FileReadError, match=f"'{path}' at line 3 .*'id' is declared NOT NULL"):
         read_all(local, path, failfast("csv", SCHEMA, header=True))
+
+
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+@pytest.mark.parametrize(("data", "line"), [(b"1,2\n3,4,5\n6,7,8,9\n", 3), (b"1,2,3,4\n5,6\n", 1)])
+def test_csv_record_wider_than_max_columns_fails_naming_the_line(
+    local: Store, data: bytes, line: int, mode: str
+) -> None:
+    path = local.put("wide.csv", data)
+    schema = pa.schema([("a", pa.string()), ("b", pa.string())])
+    with pytest.raises(MalformedRecordError, match=rf"line {line}: .*4 values.*raise maxColumns"):
+        read_all(local, path, FormatOptions("csv", schema, mode=mode, max_columns=3))
 
 
 def test_csv_quoted_value_over_two_lines_is_an_error(local: Store) -> None:

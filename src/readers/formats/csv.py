@@ -153,24 +153,28 @@ class CsvFormat(RecordFormat):
     def field_texts(self, record: bytes, options: FormatOptions) -> list[bytes]:
         """The record's tokens, quoted alone; the first ones only if it has too many."""
         columns = len(options.data_schema)
-        try:
-            tokens = pa_csv.read_csv(
-                pa.BufferReader(spark_quoted(record, options) + b"\n"),
-                read_options=pa_csv.ReadOptions(autogenerate_column_names=True),
-                parse_options=_parse_options(options, newlines_in_values=options.multi_line),
-                convert_options=pa_csv.ConvertOptions(
-                    column_types=_ALL_STRINGS, strings_can_be_null=False
-                ),
-            ).to_pylist()[0]
-        except (pa.ArrowException, IndexError):
+        tokens = _tokens(record, options)
+        if tokens is None:
             return [b""] * columns
         quote = options.quote  # without quoting, a token cannot hold a separator anyway
         texts = []
-        for token in list(tokens.values())[:columns]:
+        for token in tokens[:columns]:
             text = str(token)
             alone = f"{quote}{text.replace(quote, quote * 2)}{quote}\n" if quote else f"{text}\n"
             texts.append(alone.encode() if token else b"")
         return texts + [b""] * (columns - len(texts))
+
+    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
+        """Why a record of more values than ``maxColumns`` fails the read in every mode, as
+        Spark's parser fails it; None for other records."""
+        tokens = _tokens(record.rstrip(b"\r\n"), options)
+        if tokens is None or len(tokens) <= options.max_columns:
+            return None
+        return (
+            f"the record has {len(tokens)} values, more than maxColumns "
+            f"({options.max_columns}), which fails the read in every mode, as in Spark; "
+            f"raise maxColumns to at least {len(tokens)}, or fix the record"
+        )
 
     def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
         """Names from the header (or ``_c<i>``); every column a string unless ``infer_schema``.
@@ -220,6 +224,23 @@ def _spark_names(header: list[str], named: bool) -> list[str]:
     ]
 
 
+def _tokens(record: bytes, options: FormatOptions) -> list[str] | None:
+    """The values of one ``record`` (without its line break) as text; None if it does not
+    parse."""
+    try:
+        row = pa_csv.read_csv(
+            pa.BufferReader(spark_quoted(record, options) + b"\n"),
+            read_options=pa_csv.ReadOptions(autogenerate_column_names=True),
+            parse_options=_parse_options(options, newlines_in_values=options.multi_line),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=_ALL_STRINGS, strings_can_be_null=False
+            ),
+        ).to_pylist()[0]
+    except (pa.ArrowException, IndexError):
+        return None
+    return [str(token) for token in row.values()]
+
+
 def _unread_columns(data: bytes, options: FormatOptions) -> list[str]:
     """Names for the columns of ``data`` after the schema's: a schema of the first *k*
     columns of wider records reads them without decoding the rest.
@@ -239,6 +260,8 @@ def _unread_columns(data: bytes, options: FormatOptions) -> list[str]:
         ).num_columns
     except pa.ArrowException:
         return []  # the line is read as malformed anyway
+    if width > options.max_columns:
+        raise Malformed(f"the first line has {width} values, more than maxColumns")
     return [f"__unread_{i}" for i in range(max(0, width - len(schema)))]
 
 

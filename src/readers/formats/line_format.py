@@ -17,6 +17,7 @@ from readers.formats.malformed import (
     Malformed,
     MalformedLines,
     RecordCodec,
+    Unreadable,
     add_corrupt_column,
     decode_located,
     decode_tolerant,
@@ -32,7 +33,7 @@ from readers.formats.opening import (
     unreadable_file_error,
 )
 from readers.formats.options import FormatOptions, invalid_option
-from sources.errors import CorruptFileError, FileReadError
+from sources.errors import CorruptFileError, FileReadError, MalformedRecordError
 
 __all__ = ["LineFormat", "RecordFormat", "with_block_size"]
 
@@ -248,12 +249,21 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
         """The record without its line break."""
         return record.rstrip(b"\r\n").decode("utf-8", "replace")
 
+    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
+        """None: ``mode`` applies to every malformed record, unless the format says otherwise."""
+        return None
+
     def decode_block(
         self, block: Block, path: str, options: FormatOptions, malformed: MalformedLines
     ) -> Iterator[pa.Table]:
         """The records of ``block``, in order; a malformed record as ``options.mode`` says."""
         if options.mode != "FAILFAST":
-            yield from decode_tolerant(self, block, options, malformed)
+            try:
+                yield from decode_tolerant(self, block, options, malformed)
+            except Unreadable as error:
+                raise MalformedRecordError(
+                    f"Cannot read {options.format} file '{path}' {error}"
+                ) from None
             return
         file_options = replace(options, data_schema=file_schema(options))
         yield add_corrupt_column(decode_located(self, block, path, file_options), None, options)

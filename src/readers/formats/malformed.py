@@ -43,6 +43,7 @@ __all__ = [
     "Malformed",
     "MalformedLines",
     "RecordCodec",
+    "Unreadable",
     "add_corrupt_column",
     "check_one_per_line",
     "conform",
@@ -65,6 +66,16 @@ _FIX_RECORD = (
 
 class Malformed(Exception):
     """Decoded data that does not fit the schema; the caller adds the location."""
+
+
+class Unreadable(Exception):
+    """A record no ``mode`` reads (a CSV record wider than ``maxColumns``): the read fails.
+
+    ``where`` says where the record starts, for people; the caller adds the file.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"at {where}: {reason}")
 
 
 def conform(data: Data, schema: pa.Schema) -> Data:
@@ -148,6 +159,11 @@ class RecordCodec(LineCodec, Protocol):
         """What the corrupt-record column holds for the malformed ``record`` (as Spark)."""
         ...
 
+    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
+        """Why no ``mode`` reads the malformed ``record`` and what to do; None if ``mode``
+        applies to it."""
+        ...
+
 
 class MalformedLines:
     """How many malformed records a split met, and where the first one was."""
@@ -214,6 +230,8 @@ def decode_tolerant(
 ) -> Iterator[pa.Table]:
     """Decode ``block`` in ``options.mode``: malformed records dropped or kept as corrupt rows.
 
+    Raises :class:`Unreadable` for a record no mode reads.
+
     Tables come in record order; the rows of a corrupt record that repeat its text (a
     ``multiLine`` JSON array) come in tables of a bounded size.
     """
@@ -249,6 +267,9 @@ def decode_tolerant(
             yield from visit(low, middle, False)
             yield from visit(middle, high, False)
             return
+        reason = codec.unreadable(data, file_options)
+        if reason is not None:
+            raise Unreadable(block.where(begin), reason)
         malformed.add(block, begin)
         if options.mode == "PERMISSIVE":
             rows = codec.salvage(data.rstrip(b"\r\n"), file_options)
