@@ -119,6 +119,28 @@ CSV_CASES: dict[str, tuple[bytes, dict[str, Any]]] = {
         b"2015-08-26T10:00:00+01:00,2015-08-27\n",
         {"header": "true", "inferSchema": "true"},
     ),
+    "preferDate=false: dates infer as timestamps": (
+        b"a,b,c\n2024-01-05,2024-01-05 10:00:00,1\n2024-02-05,2024-02-05,2024-02-05\n",
+        {"header": "true", "inferSchema": "true", "preferDate": "false"},
+    ),
+    "preferDate=false: dates of dateFormat infer as strings": (
+        b"d\n26/08/2015\n27/10/2014\n",
+        {
+            "header": "true",
+            "inferSchema": "true",
+            "dateFormat": "dd/MM/yyyy",
+            "preferDate": "FALSE",
+        },
+    ),
+    "preferDate=false: dates beside a timestampFormat infer as strings": (
+        b"d,t\n2015-08-26,26/08/2015 18:00\n",
+        {
+            "header": "true",
+            "inferSchema": "true",
+            "timestampFormat": "dd/MM/yyyy HH:mm",
+            "preferDate": "false",
+        },
+    ),
     "dates beside timestamps of a timestampFormat infer as strings": (
         b"t\n2015-08-26\n26/08/2015 18:00\n",
         {"header": "true", "inferSchema": "true", "timestampFormat": "dd/MM/yyyy HH:mm"},
@@ -603,6 +625,7 @@ def test_the_first_bad_file_in_path_order_is_named(spark: SparkSession, tmp_path
         ("timeZone", "Mars/Olympus", "give a region such as America/New_York"),
         ("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSS", "to_timestamp"),
         ("sep", "::", "single character"),
+        ("prefersDate", "false", "use that"),
         ("enforceSchema", "false", "by position"),
         ("encoding", "no-such-codec", "UTF-8"),
     ],

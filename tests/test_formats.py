@@ -488,6 +488,19 @@ def test_infer_csv_without_header_names_columns_like_spark(local: Store) -> None
     assert schema == pa.schema([("_c0", pa.int32()), ("_c1", pa.bool_()), ("_c2", pa.float64())])
 
 
+@pytest.mark.parametrize(
+    ("prefer_date", "kind"), [(True, pa.date32()), (False, pa.timestamp("us", "UTC"))]
+)
+def test_infer_csv_dates_as_timestamps_without_prefer_date(
+    local: Store, prefer_date: bool, kind: pa.DataType
+) -> None:
+    path = local.put("d.csv", b"d\n2024-01-05\n2024-02-05\n")
+    options = FormatOptions(
+        "csv", pa.schema([]), header=True, infer_schema=True, prefer_date=prefer_date
+    )
+    assert infer_schema(local.fs, path, options) == pa.schema([("d", kind)])
+
+
 def test_infer_uses_only_whole_lines_of_the_sample(local: Store) -> None:
     data = b"1\n2\n3\nnot a number\n"
     path = local.put("cut.csv", data)

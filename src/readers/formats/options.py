@@ -83,6 +83,9 @@ class FormatOptions:
     mode: str = "PERMISSIVE"
     corrupt_column: str = "_corrupt_record"
     infer_schema: bool = False
+    prefer_date: bool = True
+    """CSV ``infer_schema``: type values of ``date_format`` (by default ``yyyy-MM-dd``) as
+    dates; False tries them as timestamps, as Spark's ``preferDate=false``."""
     comment: str | None = None
     null_value: str = ""
     empty_value: str = ""
