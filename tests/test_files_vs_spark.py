@@ -317,6 +317,21 @@ JSON_CASES: dict[str, tuple[bytes, str | None, dict[str, Any]]] = {
         "price decimal(3,1)",
         {"mode": "DROPMALFORMED"},
     ),
+    "lineSep: records end at it only": (
+        b'{"a":1}\n|{"a":2}\r|| {"a":3} |{"a":\n4}',
+        "a bigint, _corrupt_record string",
+        {"lineSep": "|"},
+    ),
+    "lineSep: inferred, malformed records": (
+        b'{"a":1}|{"a":|{"a":"x\ny"}|{"a":3}\n|',
+        None,
+        {"lineSep": "|"},
+    ),
+    "lineSep of several bytes": (
+        '{"a":1}\u20ac{"a":2}\r\n\u20ac\u20ac{"a":3}'.encode(),
+        None,
+        {"lineSep": "\u20ac"},
+    ),
     "map columns": (
         b'{"m": {"a": 1, "b": null}}\n{"m": {}}\n{"m": null}\n{"x": 1}\n{"m": {"c": 3}}\n',
         "m map<string,int>",
@@ -576,6 +591,15 @@ def test_text_reads_like_spark(
     (tmp_path / "a.txt").write_bytes(b"one\r\ntwo\n\nthree")
     (tmp_path / "b.txt").write_bytes(b"x\n")
     same_as_spark(spark, "text", tmp_path, **options)
+
+
+@pytest.mark.parametrize("line_sep", [",", "\r\n", "\r", "\u20ac", "b,"])
+def test_text_with_a_line_sep_reads_like_spark(
+    spark: SparkSession, tmp_path: Path, line_sep: str
+) -> None:
+    (tmp_path / "a.txt").write_bytes("a,b,,c\r\nd,\u20ace\r\n\r\n\u20ac,".encode())
+    (tmp_path / "b.txt").write_bytes(b"x\n")
+    same_as_spark(spark, "text", tmp_path, lineSep=line_sep)
 
 
 def test_parquet_merge_schema_reads_like_spark(spark: SparkSession, tmp_path: Path) -> None:

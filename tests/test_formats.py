@@ -282,6 +282,66 @@ def test_text_ranges_read_each_line_once(data: bytes, cuts: list[int], chunk_byt
     assert read_cut(MEMORY, path, options, cuts, chunk_bytes) == whole
 
 
+LINE_SEPS = [",", "\r\n", "ab", "\u20ac", "|;"]
+"""Separators of one and more bytes (``€`` is three), none of which can overlap itself."""
+
+
+@FAST
+@given(
+    separator=st.sampled_from(LINE_SEPS),
+    pieces=st.lists(st.sampled_from(["a", "b", "\n", "\r", ",", "|", ";", "\u20ac", "\xe9"])),
+    cuts=st.lists(st.integers(0, 130), max_size=8),
+    chunk_bytes=st.integers(1, 16),
+)
+def test_text_ranges_with_a_line_sep_read_each_line_once(
+    separator: str, pieces: list[str], cuts: list[int], chunk_bytes: int
+) -> None:
+    data = "".join(pieces).encode()
+    path = MEMORY.put("t.txt", data)
+    options = failfast("text", TEXT_SCHEMA, line_sep=separator)
+    lines = data.split(separator.encode())
+    if lines[-1] == b"":  # a separator at the end ends the last line, as in Spark
+        lines.pop()
+    expected = [{"value": line.decode()} for line in lines]
+    assert read_all(MEMORY, path, options).to_pylist() == expected
+    assert read_cut(MEMORY, path, options, cuts, chunk_bytes) == expected
+
+
+@FAST
+@given(
+    separator=st.sampled_from(LINE_SEPS[1:]),
+    rows=st.lists(st.integers(-1000, 1000), max_size=12),
+    white=st.lists(st.sampled_from(["", " ", "\n", "\r", "\t"]), min_size=12, max_size=12),
+    cuts=st.lists(st.integers(0, 300), max_size=8),
+    chunk=st.integers(1, 32),
+)
+def test_jsonl_ranges_with_a_line_sep_read_each_object_once(
+    separator: str, rows: list[int], white: list[str], cuts: list[int], chunk: int
+) -> None:
+    """Records end at the separator only: a line break inside one is white space."""
+    text = separator.join(
+        f'{{"n":{space}{n}}}{space}' for n, space in zip(rows, white, strict=False)
+    )
+    path = MEMORY.put("r.jsonl", text.encode())
+    options = failfast("json", CSV_TWO, line_sep=separator)
+    expected = [{"n": n, "s": None} for n in rows]
+    assert read_all(MEMORY, path, options).to_pylist() == expected
+    assert read_cut(MEMORY, path, options, cuts, chunk) == expected
+
+
+@pytest.mark.parametrize(
+    ("fmt", "line_sep", "problem"),
+    [
+        ("text", "", "cannot be empty"),
+        ("text", "||", "can overlap itself"),
+        ("csv", ";", "not supported for format csv"),
+    ],
+)
+def test_a_line_sep_that_cannot_be_read_is_refused(fmt: str, line_sep: str, problem: str) -> None:
+    with pytest.raises(InvalidOptionError, match=rf"lineSep.*{problem}"):
+        FormatOptions(fmt, TEXT_SCHEMA, line_sep=line_sep)
+
+
 CSV_TWO = pa.schema([pa.field("n", pa.int64()), pa.field("s", pa.string())])
 
 

@@ -14,7 +14,7 @@ from readers.formats.decimals import rounded, wide_decimal
 from readers.formats.json_inference import inferred_schema
 from readers.formats.json_text import document_as_lines, fitting_fields, values_as_text
 from readers.formats.line_format import RecordFormat, with_block_size
-from readers.formats.lines import Block, line_ends
+from readers.formats.lines import NEWLINE, Block, line_ends, separator_starts
 from readers.formats.malformed import (
     Malformed,
     MalformedLines,
@@ -44,10 +44,11 @@ class JsonFormat(RecordFormat):
         """The ends of the lines; with ``multiLine``, the file is one record."""
         if options.multi_line:
             return np.array([len(data)] if data else [], dtype=np.int64)
-        return line_ends(data)
+        return super().record_ends(data, options)
 
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
         schema = options.data_schema
+        data = self._as_lines(data, options)
         if data and not data.isspace():
             data = _document(data) if options.multi_line else _arrays_as_records(data)
         if not data or data.isspace():  # also a line that is an empty array
@@ -102,6 +103,7 @@ class JsonFormat(RecordFormat):
         """A row per object of a line that is an array (with ``multiLine``, of the file), each
         with the values that fit, or one row of nulls if it is not an object or an array of
         objects (as Spark); the values that fit of an object line."""
+        record = self._as_lines(record, options).rstrip(b"\n")
         if not options.multi_line and not record.lstrip().startswith(b"["):
             return super().salvage(record, options)
         try:
@@ -117,7 +119,25 @@ class JsonFormat(RecordFormat):
         """The record without its line break; with ``multiLine``, the whole file as it is."""
         if options.multi_line:
             return record.decode("utf-8", "replace")
+        separator = self.separator(options)
+        if separator != NEWLINE:
+            return record.removesuffix(separator).decode("utf-8", "replace")
         return super().corrupt_text(record, options)
+
+    def _as_lines(self, data: bytes, options: FormatOptions) -> bytes:
+        """``data`` as JSON lines: each ``lineSep`` a line break (its other bytes spaces),
+        and each ``\\r`` or ``\\n`` inside a record a tab, white space as they are (and,
+        as they, not allowed raw in a JSON string). Every byte keeps its offset."""
+        separator = self.separator(options)
+        if separator == NEWLINE:
+            return data
+        bytes_ = np.frombuffer(data, dtype=np.uint8).copy()
+        starts = separator_starts(data, separator)
+        bytes_[(bytes_ == 0x0A) | (bytes_ == 0x0D)] = 0x09
+        for index in range(1, len(separator)):
+            bytes_[starts + index] = 0x20
+        bytes_[starts] = 0x0A
+        return bytes_.tobytes()
 
     def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
         """Fields sorted by name (also in structs); no-value and timestamp-like ones strings;
@@ -125,6 +145,7 @@ class JsonFormat(RecordFormat):
         and with PERMISSIVE add the corrupt-record column, as in Spark. With ``multiLine``
         the file is one record: if malformed, it leaves no field but that column."""
         corrupt = pa.field(options.corrupt_column, pa.string())
+        sample = self._as_lines(sample, options)
         if options.multi_line:
             try:
                 sample = _document(sample)

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from readers.formats.compression import codec_of, whole_file_extensions
-from readers.formats.lines import Block, LineBlocks, line_ends
+from readers.formats.lines import NEWLINE, Block, LineBlocks, line_ends
 from readers.formats.malformed import (
     LineCodec,
     Malformed,
@@ -72,7 +72,13 @@ class LineFormat(LineCodec, ABC):
 
     def record_ends(self, data: bytes, options: FormatOptions) -> np.ndarray:
         """The ends of the lines: a record per line."""
-        return line_ends(data)
+        return line_ends(data, self.separator(options))
+
+    def separator(self, options: FormatOptions) -> bytes:
+        """What ends a line: ``lineSep``, else ``\\n``; ``\\n`` where files are read whole."""
+        if options.line_sep is None or self.reads_whole(options):
+            return NEWLINE
+        return options.line_sep.encode()
 
     def read_range(
         self,
@@ -126,7 +132,7 @@ class LineFormat(LineCodec, ABC):
                 if size < start + length:
                     raise short_file_error(path, size, start, start + length)
                 if start > 0:
-                    file.seek(start - 1)
+                    file.seek(max(start - len(self.separator(options)), 0))
                 stream: pa.NativeFile = file
             else:
                 stream = pa.CompressedInputStream(file, codec)
@@ -139,6 +145,7 @@ class LineFormat(LineCodec, ABC):
                 chunk_bytes,
                 path,
                 whole=self.reads_whole(options),
+                separator=self.separator(options),
             )
             try:
                 for block in blocks:
@@ -179,7 +186,8 @@ class LineFormat(LineCodec, ABC):
                 sample: bytes = stream.read(sample_bytes)
                 if len(sample) < sample_bytes:
                     return sample
-                while b"\n" not in sample:  # a first line longer than the sample: read it whole
+                separator = self.separator(options)
+                while separator not in sample:  # a first line longer than the sample: whole
                     more: bytes = stream.read(sample_bytes)
                     if not more:
                         return sample
@@ -192,7 +200,7 @@ class LineFormat(LineCodec, ABC):
                 raise CorruptFileError(
                     f"Cannot read the start of '{path}' to infer its schema: {detail(error)}. {FIX}"
                 ) from error
-        return sample[: sample.rfind(b"\n") + 1]
+        return sample[: sample.rfind(separator) + len(separator)]
 
 
 class RecordFormat(LineFormat, RecordCodec, ABC):
