@@ -154,6 +154,15 @@ CSV_CASES: dict[str, tuple[bytes, dict[str, Any]]] = {
         {},
     ),
     "white space after a closing quote is dropped": (b'"a" ,"b"\t\n" c " ,d\n', {}),
+    "lineSep of one character": (
+        b"a,b;1,2;3,x;;5,6;",
+        {"header": "true", "inferSchema": "true", "lineSep": ";"},
+    ),
+    "lineSep and comments": (b"a,b|#c|1,2|#|3,4|", {"lineSep": "|", "comment": "#"}),
+    "lineSep of one character of several bytes": (
+        "a,b\u20ac1,2\u20ac".encode(),
+        {"lineSep": "\u20ac"},
+    ),
     "records as wide as maxColumns": (
         b"a,b\n1,2\n3,4,5\n6,7,8,9\n",
         {"header": "true", "maxColumns": "4"},
@@ -216,6 +225,16 @@ CSV_SCHEMA_CASES: dict[str, tuple[bytes, str, dict[str, Any]]] = {
         b"92233720368547758070\n-1.\n+5\n",
         "d decimal(20,0)",
         {},
+    ),
+    "lineSep, malformed records kept": (
+        b"a,b|1,x|2|3,4,5|bad,y|",
+        "a int, b string, _corrupt_record string",
+        {"lineSep": "|", "header": "true"},
+    ),
+    "lineSep, malformed records dropped": (
+        b"a,b|1,x|2|3,4,5|bad,y|",
+        "a int, b string",
+        {"lineSep": "|", "header": "true", "mode": "DROPMALFORMED"},
     ),
     "decimals with more digits than the scale round half up": (
         b'price\n80000.65\n"80,000.65"\n12.5\n-0.5\n1.5e3\n1.55e-1\n.5\n',
@@ -645,7 +664,7 @@ def test_the_first_bad_file_in_path_order_is_named(spark: SparkSession, tmp_path
         ("allowComments", "true", "remove the comments"),
         ("locale", "de-DE", "en-US"),
         ("encoding", "latin1", "UTF-8"),
-        ("lineSep", ";", "format text"),
+        ("lineSep", "\r\n", "leave it unset"),
         ("timeZone", "Mars/Olympus", "give a region such as America/New_York"),
         ("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSS", "to_timestamp"),
         ("sep", "::", "single character"),

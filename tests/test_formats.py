@@ -334,12 +334,37 @@ def test_jsonl_ranges_with_a_line_sep_read_each_object_once(
     [
         ("text", "", "cannot be empty"),
         ("text", "||", "can overlap itself"),
-        ("csv", ";", "not supported for format csv"),
+        ("csv", "\r\n", "one character other than"),
+        ("csv", "\n", "one character other than"),
+        ("parquet", ";", "has no lines"),
     ],
 )
 def test_a_line_sep_that_cannot_be_read_is_refused(fmt: str, line_sep: str, problem: str) -> None:
     with pytest.raises(InvalidOptionError, match=rf"lineSep.*{problem}"):
         FormatOptions(fmt, TEXT_SCHEMA, line_sep=line_sep)
+
+
+def test_csv_line_sep_is_refused_with_multi_line() -> None:
+    with pytest.raises(InvalidOptionError, match=r"lineSep.*multiLine"):
+        FormatOptions("csv", CSV_TWO, line_sep=";", multi_line=True)
+
+
+def test_csv_ranges_with_a_line_sep_read_each_row_once(local: Store) -> None:
+    data = b"n,s;1,a;;2,;3,c d;#x;4,e"
+    path = local.put("sep.csv", data)
+    options = failfast("csv", CSV_TWO, header=True, comment="#", line_sep=";")
+    expected = [{"n": 1, "s": "a"}, {"n": 2, "s": None}, {"n": 3, "s": "c d"}, {"n": 4, "s": "e"}]
+    for cut in range(len(data) + 1):
+        for chunk_bytes in (1, 3, 64):
+            assert read_cut(local, path, options, [cut], chunk_bytes) == expected, cut
+
+
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+def test_csv_record_with_a_line_break_fails_with_a_line_sep(local: Store, mode: str) -> None:
+    path = local.put("sep.csv", b"1,a;2,b\n;3,c")
+    options = FormatOptions("csv", CSV_TWO, line_sep=";", mode=mode)
+    with pytest.raises(MalformedRecordError, match=r"line 2: .*line break.*lineSep"):
+        read_all(local, path, options)
 
 
 CSV_TWO = pa.schema([pa.field("n", pa.int64()), pa.field("s", pa.string())])

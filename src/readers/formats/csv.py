@@ -16,7 +16,7 @@ import pyarrow.csv as pa_csv
 from readers.formats.csv_inference import spark_type
 from readers.formats.csv_quotes import spark_quoted
 from readers.formats.line_format import RecordFormat, with_block_size
-from readers.formats.lines import Block, line_ends
+from readers.formats.lines import NEWLINE, Block, line_ends
 from readers.formats.malformed import (
     Malformed,
     MalformedLines,
@@ -76,8 +76,10 @@ class CsvFormat(RecordFormat):
 
     def record_ends(self, data: bytes, options: FormatOptions) -> np.ndarray:
         """The ends of the lines; with ``multiLine``, of those not inside a quoted value."""
+        if not options.multi_line:
+            return super().record_ends(data, options)
         ends = line_ends(data)
-        if not options.multi_line or not len(ends):
+        if not len(ends):
             return ends
         quotes = _quotes(data, options)
         newlines = ends[:-1] if data[-1:] != b"\n" else ends  # the last end may be the data's
@@ -102,6 +104,7 @@ class CsvFormat(RecordFormat):
             yield _with_newlines(table, line_break, options)
 
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
+        data = self._as_lines(data, options)
         if options.multi_line:
             # Spark's multiLine skips comments, and reads a blank line as a record.
             if options.comment is not None:
@@ -150,23 +153,45 @@ class CsvFormat(RecordFormat):
                 )
         return table
 
+    def _as_lines(self, data: bytes, options: FormatOptions) -> bytes:
+        """``data`` with each ``lineSep`` a line break; raises :class:`Malformed` if a record
+        holds a line break of its own (see :meth:`unreadable`)."""
+        separator = self.separator(options)
+        if separator == NEWLINE:
+            return data
+        if b"\n" in data or b"\r" in data:
+            raise Malformed(
+                f"a record holds a line break, which lineSep {separator.decode()!r} does not end"
+            )
+        return data.replace(separator, NEWLINE)
+
     def field_texts(self, record: bytes, options: FormatOptions) -> list[bytes]:
         """The record's tokens, quoted alone; the first ones only if it has too many."""
         columns = len(options.data_schema)
-        tokens = _tokens(record, options)
+        tokens = _tokens(record.removesuffix(self.separator(options)), options)
         if tokens is None:
             return [b""] * columns
         quote = options.quote  # without quoting, a token cannot hold a separator anyway
+        end = self.separator(options)
         texts = []
         for token in tokens[:columns]:
-            text = str(token)
-            alone = f"{quote}{text.replace(quote, quote * 2)}{quote}\n" if quote else f"{text}\n"
-            texts.append(alone.encode() if token else b"")
+            text = f"{quote}{token.replace(quote, quote * 2)}{quote}" if quote else token
+            texts.append(text.encode() + end if token else b"")
         return texts + [b""] * (columns - len(texts))
 
     def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
         """Why a record of more values than ``maxColumns`` fails the read in every mode, as
-        Spark's parser fails it; None for other records."""
+        Spark's parser fails it, and one holding a line break with ``lineSep``; None for
+        other records."""
+        separator = self.separator(options)
+        if separator != NEWLINE:
+            record = record.removesuffix(separator)
+            if b"\n" in record or b"\r" in record:
+                return (
+                    f"the record holds a line break, and lineSep is {separator.decode()!r}: "
+                    "Spark keeps it in the value, or loses the values after it, and this "
+                    "reader does neither; remove the line breaks, or leave lineSep unset"
+                )
         tokens = _tokens(record.rstrip(b"\r\n"), options)
         if tokens is None or len(tokens) <= options.max_columns:
             return None
@@ -182,6 +207,7 @@ class CsvFormat(RecordFormat):
         With ``infer_schema``: Spark's types of the values (:func:`.csv_inference.spark_type`);
         records with another number of values than the first are left out of the inference.
         """
+        sample = self._as_lines(sample, options)
         sample = spark_quoted(blank_skipped_lines(sample, options).lstrip(b"\r\n"), options)
         if not sample:
             return pa.schema([])

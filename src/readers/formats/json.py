@@ -119,9 +119,6 @@ class JsonFormat(RecordFormat):
         """The record without its line break; with ``multiLine``, the whole file as it is."""
         if options.multi_line:
             return record.decode("utf-8", "replace")
-        separator = self.separator(options)
-        if separator != NEWLINE:
-            return record.removesuffix(separator).decode("utf-8", "replace")
         return super().corrupt_text(record, options)
 
     def _as_lines(self, data: bytes, options: FormatOptions) -> bytes:

@@ -254,7 +254,10 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
         return salvage_fields(self, record, options)
 
     def corrupt_text(self, record: bytes, options: FormatOptions) -> str:
-        """The record without its line break."""
+        """The record without its line break (its ``lineSep``, if given)."""
+        separator = self.separator(options)
+        if separator != NEWLINE:
+            return record.removesuffix(separator).decode("utf-8", "replace")
         return record.rstrip(b"\r\n").decode("utf-8", "replace")
 
     def unreadable(self, record: bytes, options: FormatOptions) -> str | None:

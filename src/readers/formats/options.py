@@ -22,8 +22,8 @@ COMPRESSIONS = ("infer", "none", "gzip", "bz2", "zstd")
 MODES = ("FAILFAST", "PERMISSIVE", "DROPMALFORMED")
 """What a malformed CSV or JSON record does: fail the read, or be kept as nulls, or dropped."""
 
-_LINE_SEP_FORMATS = ("json", "text")
-"""The formats whose lines end at any ``lineSep`` (CSV's only at ``\\n`` or ``\\r\\n``)."""
+_LINE_SEP_FORMATS = ("csv", "json", "text")
+"""The formats whose lines end at ``lineSep`` (CSV's at one character, as in Spark)."""
 
 SOURCE = "splitsource.files"
 """The format name that errors about the options name."""
@@ -57,8 +57,8 @@ class FormatOptions:
     ``drop_field_if_all_null`` leaves out JSON fields never seen with a value;
     ``whole_text`` reads each text file as one value; ``merge_schema`` infers a
     Parquet schema from every file; ``line_sep``, any text that cannot overlap
-    itself, ends JSON and text lines instead of ``\\n`` (``"\\n"`` keeps a ``\\r``
-    before it in a text line).
+    itself (for CSV one character, not ``\\r`` nor ``\\n``), ends lines instead of
+    ``\\n`` (``"\\n"`` keeps a ``\\r`` before it in a text line).
     ``compression`` is ``"infer"`` (from the extension ``.gz``, ``.bz2``,
     ``.zst``/``.zstd``), ``"none"`` or a codec, and is ignored for Parquet.
     ``mode`` (one of :data:`MODES`) applies to CSV and JSON records. A column
@@ -150,9 +150,20 @@ class FormatOptions:
         if self.format not in _LINE_SEP_FORMATS:
             invalid_option(
                 "lineSep",
-                f"{line_sep!r} is not supported for format {self.format}; leave it unset to "
-                "end lines at \\n or \\r\\n, or read the files with format text and "
-                "lineSep, and split the values with pyspark.sql.functions.split",
+                f"{line_sep!r} is not supported for format {self.format}, which has no lines",
+            )
+        if self.format == "csv" and (len(line_sep) != 1 or line_sep in "\r\n"):
+            invalid_option(
+                "lineSep",
+                f"{line_sep!r} is not supported for format csv: one character other than "
+                "\\r and \\n is (Spark also takes two, and then loses values after a line "
+                "break inside a record); leave it unset to end records at \\n or \\r\\n",
+            )
+        if self.format == "csv" and self.multi_line:
+            invalid_option(
+                "lineSep",
+                "is not supported for csv with multiLine; leave it unset to end records at "
+                "\\n or \\r\\n, or read without multiLine",
             )
         if overlaps_itself(line_sep.encode()):
             invalid_option(
