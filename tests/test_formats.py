@@ -359,7 +359,7 @@ def test_csv_ranges_with_a_line_sep_read_each_row_once(local: Store) -> None:
             assert read_cut(local, path, options, [cut], chunk_bytes) == expected, cut
 
 
-@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED", "FAILFAST"])
 def test_csv_record_with_a_line_break_fails_with_a_line_sep(local: Store, mode: str) -> None:
     path = local.put("sep.csv", b"1,a;2,b\n;3,c")
     options = FormatOptions("csv", CSV_TWO, line_sep=";", mode=mode)
@@ -708,6 +708,15 @@ def test_csv_record_wider_than_max_columns_fails_naming_the_line(
     schema = pa.schema([("a", pa.string()), ("b", pa.string())])
     with pytest.raises(MalformedRecordError, match=rf"line {line}: .*4 values.*raise maxColumns"):
         read_all(local, path, FormatOptions("csv", schema, mode=mode, max_columns=3))
+
+
+def test_csv_record_wider_than_max_columns_fails_failfast_saying_to_raise_it(
+    local: Store,
+) -> None:
+    path = local.put("wide.csv", b"1,2\n1,2,3,4\n")
+    schema = pa.schema([("a", pa.string()), ("b", pa.string())])
+    with pytest.raises(MalformedRecordError, match=r"line 2: .*4 values.*raise maxColumns"):
+        read_all(local, path, failfast("csv", schema, max_columns=3))
 
 
 def test_csv_quoted_value_over_two_lines_is_an_error(local: Store) -> None:

@@ -74,6 +74,10 @@ class LineFormat(LineCodec, ABC):
         """The ends of the lines: a record per line."""
         return line_ends(data, self.separator(options))
 
+    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
+        """None: ``mode`` applies to every malformed record, unless the format says otherwise."""
+        return None
+
     def separator(self, options: FormatOptions) -> bytes:
         """What ends a line: ``lineSep``, else ``\\n``; ``\\n`` where files are read whole."""
         if options.line_sep is None or self.reads_whole(options):
@@ -259,10 +263,6 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
         if separator != NEWLINE:
             return record.removesuffix(separator).decode("utf-8", "replace")
         return record.rstrip(b"\r\n").decode("utf-8", "replace")
-
-    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
-        """None: ``mode`` applies to every malformed record, unless the format says otherwise."""
-        return None
 
     def decode_block(
         self, block: Block, path: str, options: FormatOptions, malformed: MalformedLines

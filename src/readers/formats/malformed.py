@@ -142,6 +142,11 @@ class LineCodec(Protocol):
         """
         ...
 
+    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
+        """Why no ``mode`` reads the malformed ``record`` and what to do; None if ``mode``
+        applies to it."""
+        ...
+
 
 class RecordCodec(LineCodec, Protocol):
     """A :class:`LineCodec` whose records are of fields (csv, json): ``mode`` applies."""
@@ -157,11 +162,6 @@ class RecordCodec(LineCodec, Protocol):
 
     def corrupt_text(self, record: bytes, options: FormatOptions) -> str:
         """What the corrupt-record column holds for the malformed ``record`` (as Spark)."""
-        ...
-
-    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
-        """Why no ``mode`` reads the malformed ``record`` and what to do; None if ``mode``
-        applies to it."""
         ...
 
 
@@ -217,7 +217,13 @@ def decode_located(codec: LineCodec, block: Block, path: str, options: FormatOpt
             low = middle + 1
     bad = high - 1
     start = int(ends[bad - 1]) if bad > 0 else 0
-    text = block.data[start : int(ends[bad])].rstrip(b"\r\n")
+    record = block.data[start : int(ends[bad])]
+    reason = codec.unreadable(record, options)
+    if reason is not None:
+        raise MalformedRecordError(
+            f"Cannot read {options.format} file '{path}' at {block.where(start)}: {reason}"
+        ) from first_error
+    text = record.rstrip(b"\r\n")
     shown = text[:80].decode("utf-8", "replace") + ("..." if len(text) > 80 else "")
     raise MalformedRecordError(
         f"Cannot read {options.format} file '{path}' at {block.where(start)} "

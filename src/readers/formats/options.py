@@ -145,6 +145,7 @@ class FormatOptions:
             invalid_option("mode", f"'{self.mode}' is not one of {', '.join(MODES)}")
 
     def _check_line_sep(self, line_sep: str) -> None:
+        """Raise InvalidOptionError for a ``lineSep`` this reader cannot read as Spark."""
         if line_sep == "":
             invalid_option("lineSep", "cannot be empty (as in Spark); leave it unset for \\n")
         if self.format not in _LINE_SEP_FORMATS:
