@@ -168,11 +168,11 @@ class CsvFormat(RecordFormat):
     def field_texts(self, record: bytes, options: FormatOptions) -> list[bytes]:
         """The record's tokens, quoted alone; the first ones only if it has too many."""
         columns = len(options.data_schema)
-        tokens = _tokens(record.removesuffix(self.separator(options)), options)
+        end = self.separator(options)
+        tokens = _tokens(record.removesuffix(end), options)
         if tokens is None:
             return [b""] * columns
         quote = options.quote  # without quoting, a token cannot hold a separator anyway
-        end = self.separator(options)
         texts = []
         for token in tokens[:columns]:
             text = f"{quote}{token.replace(quote, quote * 2)}{quote}" if quote else token

@@ -235,7 +235,7 @@ def _read(data: bytes, options: FormatOptions, schema: pa.Schema) -> pa.Table:
 
 def _read_rounded(data: bytes, options: FormatOptions, schema: pa.Schema) -> pa.Table:
     """:func:`_read`, with the numbers of decimal columns rounded to their scale as Spark
-    rounds them (decimals inside structs and arrays are not: such a record is malformed)."""
+    rounds them (not decimals inside structs, arrays or maps: such a value does not fit)."""
     decimal = [pa.types.is_decimal(field.type) for field in schema]
     wide = pa.schema(
         [
