@@ -119,6 +119,28 @@ CSV_CASES: dict[str, tuple[bytes, dict[str, Any]]] = {
         b"2015-08-26T10:00:00+01:00,2015-08-27\n",
         {"header": "true", "inferSchema": "true"},
     ),
+    "preferDate=false: dates infer as timestamps": (
+        b"a,b,c\n2024-01-05,2024-01-05 10:00:00,1\n2024-02-05,2024-02-05,2024-02-05\n",
+        {"header": "true", "inferSchema": "true", "preferDate": "false"},
+    ),
+    "preferDate=false: dates of dateFormat infer as strings": (
+        b"d\n26/08/2015\n27/10/2014\n",
+        {
+            "header": "true",
+            "inferSchema": "true",
+            "dateFormat": "dd/MM/yyyy",
+            "preferDate": "FALSE",
+        },
+    ),
+    "preferDate=false: dates beside a timestampFormat infer as strings": (
+        b"d,t\n2015-08-26,26/08/2015 18:00\n",
+        {
+            "header": "true",
+            "inferSchema": "true",
+            "timestampFormat": "dd/MM/yyyy HH:mm",
+            "preferDate": "false",
+        },
+    ),
     "dates beside timestamps of a timestampFormat infer as strings": (
         b"t\n2015-08-26\n26/08/2015 18:00\n",
         {"header": "true", "inferSchema": "true", "timestampFormat": "dd/MM/yyyy HH:mm"},
@@ -132,6 +154,23 @@ CSV_CASES: dict[str, tuple[bytes, dict[str, Any]]] = {
         {},
     ),
     "white space after a closing quote is dropped": (b'"a" ,"b"\t\n" c " ,d\n', {}),
+    "lineSep of one character": (
+        b"a,b;1,2;3,x;;5,6;",
+        {"header": "true", "inferSchema": "true", "lineSep": ";"},
+    ),
+    "lineSep and comments": (b"a,b|#c|1,2|#|3,4|", {"lineSep": "|", "comment": "#"}),
+    "lineSep of one character of several bytes": (
+        "a,b\u20ac1,2\u20ac".encode(),
+        {"lineSep": "\u20ac"},
+    ),
+    "records as wide as maxColumns": (
+        b"a,b\n1,2\n3,4,5\n6,7,8,9\n",
+        {"header": "true", "maxColumns": "4"},
+    ),
+    "records as wide as maxColumns, malformed ones dropped": (
+        b"a,b\n1,2\n3,4,5\n6,7,8,9\n",
+        {"header": "true", "maxColumns": "4", "mode": "DROPMALFORMED"},
+    ),
     "a quote after leading white space opens a quoted value": (
         b"year|comment\n2012| 'No comment'\n2015| 'a|b'\n",
         {"header": "true", "sep": "|", "quote": "'", "ignoreLeadingWhiteSpace": "true"},
@@ -186,6 +225,31 @@ CSV_SCHEMA_CASES: dict[str, tuple[bytes, str, dict[str, Any]]] = {
         b"92233720368547758070\n-1.\n+5\n",
         "d decimal(20,0)",
         {},
+    ),
+    "lineSep, malformed records kept": (
+        b"a,b|1,x|2|3,4,5|bad,y|",
+        "a int, b string, _corrupt_record string",
+        {"lineSep": "|", "header": "true"},
+    ),
+    "lineSep, malformed records dropped": (
+        b"a,b|1,x|2|3,4,5|bad,y|",
+        "a int, b string",
+        {"lineSep": "|", "header": "true", "mode": "DROPMALFORMED"},
+    ),
+    "decimals with more digits than the scale round half up": (
+        b'price\n80000.65\n"80,000.65"\n12.5\n-0.5\n1.5e3\n1.55e-1\n.5\n',
+        "price decimal(10,0)",
+        {"header": "true"},
+    ),
+    "decimals too wide once rounded are malformed": (
+        b"price\n80000.65\n99.95\n12.45\n-0.05\n",
+        "price decimal(3,1), _corrupt_record string",
+        {"header": "true"},
+    ),
+    "decimals too wide once rounded are dropped": (
+        b"price\n80000.65\n99.95\n12.45\n-0.05\n",
+        "price decimal(3,1)",
+        {"header": "true", "mode": "DROPMALFORMED"},
     ),
 }
 
@@ -255,6 +319,37 @@ JSON_CASES: dict[str, tuple[bytes, str | None, dict[str, Any]]] = {
         b'{"a": null, "b": 1, "c": [], "d": {"x": null}, "e": ""}\n{"a": null, "f": {"y": 2}}\n',
         None,
         {"dropFieldIfAllNull": "true"},
+    ),
+    "decimals with more digits than the scale round half up": (
+        b'{"price": 80000.65}\n{"price": "80000.65"}\n{"price": 12.5}\n{"price": -0.5}\n'
+        b'{"price": 1e3}\n{"price": 0.30000000000000004}\n{"price": 2}\n',
+        "price decimal(10,0)",
+        {},
+    ),
+    "decimals too wide once rounded are malformed": (
+        b'{"price": 80000.65}\n{"price": 99.95}\n{"price": 12.45}\n{"price": -0.05}\n',
+        "price decimal(3,1), _corrupt_record string",
+        {},
+    ),
+    "decimals too wide once rounded are dropped": (
+        b'{"price": 80000.65}\n{"price": 99.95}\n{"price": 12.45}\n{"price": -0.05}\n',
+        "price decimal(3,1)",
+        {"mode": "DROPMALFORMED"},
+    ),
+    "lineSep: records end at it only": (
+        b'{"a":1}\n|{"a":2}\r|| {"a":3} |{"a":\n4}',
+        "a bigint, _corrupt_record string",
+        {"lineSep": "|"},
+    ),
+    "lineSep: inferred, malformed records": (
+        b'{"a":1}|{"a":|{"a":"x\ny"}|{"a":3}\n|',
+        None,
+        {"lineSep": "|"},
+    ),
+    "lineSep of several bytes": (
+        '{"a":1}\u20ac{"a":2}\r\n\u20ac\u20ac{"a":3}'.encode(),
+        None,
+        {"lineSep": "\u20ac"},
     ),
     "map columns": (
         b'{"m": {"a": 1, "b": null}}\n{"m": {}}\n{"m": null}\n{"x": 1}\n{"m": {"c": 3}}\n',
@@ -404,6 +499,19 @@ def test_json_failfast_fails_on_a_value_of_the_wrong_type_inside_a_struct_like_s
         files(spark, "json", tmp_path, **options).collect()
 
 
+@pytest.mark.parametrize("schema", [None, "a string, b string, _corrupt_record string"])
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+def test_csv_record_wider_than_max_columns_fails_in_every_mode_like_spark(
+    spark: SparkSession, tmp_path: Path, mode: str, schema: str | None
+) -> None:
+    (tmp_path / "data.csv").write_bytes(b"a,b\n1,2\n3,4,5\n6,7,8,9\n")
+    options = {"schema": schema, "header": "true", "maxColumns": "3", "mode": mode}
+    with pytest.raises(Exception, match="TextParsingException"):
+        sparks(spark, "csv", tmp_path, **options).collect()
+    with pytest.raises(Exception, match=r"data\.csv' at line 4: .*maxColumns \(3\).*raise"):
+        files(spark, "csv", tmp_path, **options).collect()
+
+
 MULTILINE_CSV: dict[str, tuple[bytes, dict[str, str]]] = {
     "too few and too many values, a bad number, quoted line breaks": (
         b'a,b\n1,"x\ny"\n2\n3,z,extra\nbad,w\n4,"p\nq"\n5,"m\nn",6\nbad,"r\ns"\n',
@@ -517,6 +625,15 @@ def test_text_reads_like_spark(
     same_as_spark(spark, "text", tmp_path, **options)
 
 
+@pytest.mark.parametrize("line_sep", [",", "\r\n", "\r", "\u20ac", "b,"])
+def test_text_with_a_line_sep_reads_like_spark(
+    spark: SparkSession, tmp_path: Path, line_sep: str
+) -> None:
+    (tmp_path / "a.txt").write_bytes("a,b,,c\r\nd,\u20ace\r\n\r\n\u20ac,".encode())
+    (tmp_path / "b.txt").write_bytes(b"x\n")
+    same_as_spark(spark, "text", tmp_path, lineSep=line_sep)
+
+
 def test_parquet_merge_schema_reads_like_spark(spark: SparkSession, tmp_path: Path) -> None:
     pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "1.parquet")
     pq.write_table(pa.table({"a": [3], "b": ["x"]}), tmp_path / "2.parquet")
@@ -560,10 +677,11 @@ def test_the_first_bad_file_in_path_order_is_named(spark: SparkSession, tmp_path
         ("allowComments", "true", "remove the comments"),
         ("locale", "de-DE", "en-US"),
         ("encoding", "latin1", "UTF-8"),
-        ("lineSep", ";", "format text"),
+        ("lineSep", "\r\n", "leave it unset"),
         ("timeZone", "Mars/Olympus", "give a region such as America/New_York"),
         ("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSS", "to_timestamp"),
         ("sep", "::", "single character"),
+        ("prefersDate", "false", "use that"),
         ("enforceSchema", "false", "by position"),
         ("encoding", "no-such-codec", "UTF-8"),
     ],

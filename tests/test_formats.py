@@ -30,7 +30,7 @@ from readers.formats import (
     read_range,
 )
 from readers.formats.patterns import strptime_format
-from sources.errors import FileReadError, InvalidOptionError
+from sources.errors import FileReadError, InvalidOptionError, MalformedRecordError
 
 SCHEMA = pa.schema(
     [
@@ -282,6 +282,91 @@ def test_text_ranges_read_each_line_once(data: bytes, cuts: list[int], chunk_byt
     assert read_cut(MEMORY, path, options, cuts, chunk_bytes) == whole
 
 
+LINE_SEPS = [",", "\r\n", "ab", "\u20ac", "|;"]
+"""Separators of one and more bytes (``€`` is three), none of which can overlap itself."""
+
+
+@FAST
+@given(
+    separator=st.sampled_from(LINE_SEPS),
+    pieces=st.lists(st.sampled_from(["a", "b", "\n", "\r", ",", "|", ";", "\u20ac", "\xe9"])),
+    cuts=st.lists(st.integers(0, 130), max_size=8),
+    chunk_bytes=st.integers(1, 16),
+)
+def test_text_ranges_with_a_line_sep_read_each_line_once(
+    separator: str, pieces: list[str], cuts: list[int], chunk_bytes: int
+) -> None:
+    data = "".join(pieces).encode()
+    path = MEMORY.put("t.txt", data)
+    options = failfast("text", TEXT_SCHEMA, line_sep=separator)
+    lines = data.split(separator.encode())
+    if lines[-1] == b"":  # a separator at the end ends the last line, as in Spark
+        lines.pop()
+    expected = [{"value": line.decode()} for line in lines]
+    assert read_all(MEMORY, path, options).to_pylist() == expected
+    assert read_cut(MEMORY, path, options, cuts, chunk_bytes) == expected
+
+
+@FAST
+@given(
+    separator=st.sampled_from(LINE_SEPS[1:]),
+    rows=st.lists(st.integers(-1000, 1000), max_size=12),
+    white=st.lists(st.sampled_from(["", " ", "\n", "\r", "\t"]), min_size=12, max_size=12),
+    cuts=st.lists(st.integers(0, 300), max_size=8),
+    chunk=st.integers(1, 32),
+)
+def test_jsonl_ranges_with_a_line_sep_read_each_object_once(
+    separator: str, rows: list[int], white: list[str], cuts: list[int], chunk: int
+) -> None:
+    """Records end at the separator only: a line break inside one is white space."""
+    text = separator.join(
+        f'{{"n":{space}{n}}}{space}' for n, space in zip(rows, white, strict=False)
+    )
+    path = MEMORY.put("r.jsonl", text.encode())
+    options = failfast("json", CSV_TWO, line_sep=separator)
+    expected = [{"n": n, "s": None} for n in rows]
+    assert read_all(MEMORY, path, options).to_pylist() == expected
+    assert read_cut(MEMORY, path, options, cuts, chunk) == expected
+
+
+@pytest.mark.parametrize(
+    ("fmt", "line_sep", "problem"),
+    [
+        ("text", "", "cannot be empty"),
+        ("text", "||", "can overlap itself"),
+        ("csv", "\r\n", "one character other than"),
+        ("csv", "\n", "one character other than"),
+        ("parquet", ";", "has no lines"),
+    ],
+)
+def test_a_line_sep_that_cannot_be_read_is_refused(fmt: str, line_sep: str, problem: str) -> None:
+    with pytest.raises(InvalidOptionError, match=rf"lineSep.*{problem}"):
+        FormatOptions(fmt, TEXT_SCHEMA, line_sep=line_sep)
+
+
+def test_csv_line_sep_is_refused_with_multi_line() -> None:
+    with pytest.raises(InvalidOptionError, match=r"lineSep.*multiLine"):
+        FormatOptions("csv", CSV_TWO, line_sep=";", multi_line=True)
+
+
+def test_csv_ranges_with_a_line_sep_read_each_row_once(local: Store) -> None:
+    data = b"n,s;1,a;;2,;3,c d;#x;4,e"
+    path = local.put("sep.csv", data)
+    options = failfast("csv", CSV_TWO, header=True, comment="#", line_sep=";")
+    expected = [{"n": 1, "s": "a"}, {"n": 2, "s": None}, {"n": 3, "s": "c d"}, {"n": 4, "s": "e"}]
+    for cut in range(len(data) + 1):
+        for chunk_bytes in (1, 3, 64):
+            assert read_cut(local, path, options, [cut], chunk_bytes) == expected, cut
+
+
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED", "FAILFAST"])
+def test_csv_record_with_a_line_break_fails_with_a_line_sep(local: Store, mode: str) -> None:
+    path = local.put("sep.csv", b"1,a;2,b\n;3,c")
+    options = FormatOptions("csv", CSV_TWO, line_sep=";", mode=mode)
+    with pytest.raises(MalformedRecordError, match=r"line 2: .*line break.*lineSep"):
+        read_all(local, path, options)
+
+
 CSV_TWO = pa.schema([pa.field("n", pa.int64()), pa.field("s", pa.string())])
 
 
@@ -488,6 +573,19 @@ def test_infer_csv_without_header_names_columns_like_spark(local: Store) -> None
     assert schema == pa.schema([("_c0", pa.int32()), ("_c1", pa.bool_()), ("_c2", pa.float64())])
 
 
+@pytest.mark.parametrize(
+    ("prefer_date", "kind"), [(True, pa.date32()), (False, pa.timestamp("us", "UTC"))]
+)
+def test_infer_csv_dates_as_timestamps_without_prefer_date(
+    local: Store, prefer_date: bool, kind: pa.DataType
+) -> None:
+    path = local.put("d.csv", b"d\n2024-01-05\n2024-02-05\n")
+    options = FormatOptions(
+        "csv", pa.schema([]), header=True, infer_schema=True, prefer_date=prefer_date
+    )
+    assert infer_schema(local.fs, path, options) == pa.schema([("d", kind)])
+
+
 def test_infer_uses_only_whole_lines_of_the_sample(local: Store) -> None:
     data = b"1\n2\n3\nnot a number\n"
     path = local.put("cut.csv", data)
@@ -601,6 +699,26 @@ def test_csv_empty_value_in_not_null_column_names_the_line(local: Store) -> None
         read_all(local, path, failfast("csv", SCHEMA, header=True))
 
 
+@pytest.mark.parametrize("mode", ["PERMISSIVE", "DROPMALFORMED"])
+@pytest.mark.parametrize(("data", "line"), [(b"1,2\n3,4,5\n6,7,8,9\n", 3), (b"1,2,3,4\n5,6\n", 1)])
+def test_csv_record_wider_than_max_columns_fails_naming_the_line(
+    local: Store, data: bytes, line: int, mode: str
+) -> None:
+    path = local.put("wide.csv", data)
+    schema = pa.schema([("a", pa.string()), ("b", pa.string())])
+    with pytest.raises(MalformedRecordError, match=rf"line {line}: .*4 values.*raise maxColumns"):
+        read_all(local, path, FormatOptions("csv", schema, mode=mode, max_columns=3))
+
+
+def test_csv_record_wider_than_max_columns_fails_failfast_saying_to_raise_it(
+    local: Store,
+) -> None:
+    path = local.put("wide.csv", b"1,2\n1,2,3,4\n")
+    schema = pa.schema([("a", pa.string()), ("b", pa.string())])
+    with pytest.raises(MalformedRecordError, match=r"line 2: .*4 values.*raise maxColumns"):
+        read_all(local, path, failfast("csv", schema, max_columns=3))
+
+
 def test_csv_quoted_value_over_two_lines_is_an_error(local: Store) -> None:
     path = local.put("multi.csv", b'1,a\n2,"b\nc"\n3,d\n')
     with pytest.raises(FileReadError, match=f"'{path}' at line 2 .*spans a line break"):
@@ -684,6 +802,23 @@ def test_csv_values_trimmed_and_decimals_with_grouping_commas(local: Store) -> N
     assert read_all(local, path, options).to_pylist() == [
         {"n": 1, "d": Decimal("80000.65"), "s": "x"}
     ]
+
+
+@pytest.mark.parametrize(
+    ("precision", "expected"),
+    [(10, ["80001", "13", "-1", "100000", "0"]), (5, ["80001", "13", "-1", "0"])],
+    ids=["rounded", "too wide once rounded: dropped"],
+)
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_decimals_round_half_up_to_the_scale_as_in_spark(
+    local: Store, fmt: str, precision: int, expected: list[str]
+) -> None:
+    values = ["80000.65", "12.5", "-0.5", "99999.5", "0.30000000000000004"]
+    data = "".join(f'{{"d": {v}}}\n' if fmt == "json" else f"{v}\n" for v in values)
+    path = local.put(f"d.{fmt}", data.encode())
+    schema = pa.schema([("d", pa.decimal128(precision, 0))])
+    rows = read_all(local, path, FormatOptions(fmt, schema, mode="DROPMALFORMED"))
+    assert rows.column("d").to_pylist() == [Decimal(value) for value in expected]
 
 
 def test_csv_multi_line_values_and_patterned_timestamps(local: Store) -> None:

@@ -102,6 +102,9 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
     Option("escape", _character, "csv: the escape character", None),
     Option("comment", _character, "csv: lines starting with this character are skipped", None),
     Option.boolean("inferSchema", "csv: infer column types (else all strings)", default=False),
+    Option.boolean(
+        "preferDate", "csv: inferSchema types dates as date (false: as timestamp or string)", True
+    ),
     Option.string("nullValue", "csv: the text of a null value", default=""),
     Option.string("emptyValue", "csv: what a quoted empty value reads as", default=""),
     Option.string("nanValue", "csv: the text of NaN in float and double columns", "NaN"),
@@ -142,7 +145,6 @@ DEFAULT_ONLY_OPTIONS: tuple[Option, ...] = (
     _at_default(
         "enforceSchema", "true", "a given schema applies by position; check the header yourself"
     ),
-    _at_default("preferDate", "true", _AS_STRING),
     _at_default("prefersDecimal", "false", "give a schema with decimal columns"),
     _at_default("maxCharsPerColumn", "-1", "filter long values after the read"),
     _at_default("unescapedQuoteHandling", "STOP_AT_DELIMITER", "fix the quoting of the files"),
@@ -163,6 +165,7 @@ DEFAULT_ONLY_OPTIONS: tuple[Option, ...] = (
 
 REFUSED_OPTIONS: tuple[Option, ...] = (
     _refused("timestampNTZFormat", f"give timestampFormat, or {_AS_STRING}"),
+    _refused("prefersDate", "Spark's option is preferDate (Spark ignores prefersDate); use that"),
 )
 """Spark's options refused whatever their value."""
 
@@ -190,6 +193,7 @@ def format_options_from(options: Options) -> FormatOptions:
         mode=get("mode"),
         corrupt_column=get("columnNameOfCorruptRecord"),
         infer_schema=get("inferSchema"),
+        prefer_date=get("preferDate"),
         comment=get("comment"),
         null_value=get("nullValue"),
         empty_value=get("emptyValue"),

@@ -16,7 +16,7 @@ import pyarrow.csv as pa_csv
 from readers.formats.csv_inference import spark_type
 from readers.formats.csv_quotes import spark_quoted
 from readers.formats.line_format import RecordFormat, with_block_size
-from readers.formats.lines import Block, line_ends
+from readers.formats.lines import NEWLINE, Block, line_ends
 from readers.formats.malformed import (
     Malformed,
     MalformedLines,
@@ -76,8 +76,10 @@ class CsvFormat(RecordFormat):
 
     def record_ends(self, data: bytes, options: FormatOptions) -> np.ndarray:
         """The ends of the lines; with ``multiLine``, of those not inside a quoted value."""
+        if not options.multi_line:
+            return super().record_ends(data, options)
         ends = line_ends(data)
-        if not options.multi_line or not len(ends):
+        if not len(ends):
             return ends
         quotes = _quotes(data, options)
         newlines = ends[:-1] if data[-1:] != b"\n" else ends  # the last end may be the data's
@@ -102,6 +104,7 @@ class CsvFormat(RecordFormat):
             yield _with_newlines(table, line_break, options)
 
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
+        data = self._as_lines(data, options)
         if options.multi_line:
             # Spark's multiLine skips comments, and reads a blank line as a record.
             if options.comment is not None:
@@ -150,27 +153,53 @@ class CsvFormat(RecordFormat):
                 )
         return table
 
+    def _as_lines(self, data: bytes, options: FormatOptions) -> bytes:
+        """``data`` with each ``lineSep`` a line break; raises :class:`Malformed` if a record
+        holds a line break of its own (see :meth:`unreadable`)."""
+        separator = self.separator(options)
+        if separator == NEWLINE:
+            return data
+        if b"\n" in data or b"\r" in data:
+            raise Malformed(
+                f"a record holds a line break, which lineSep {separator.decode()!r} does not end"
+            )
+        return data.replace(separator, NEWLINE)
+
     def field_texts(self, record: bytes, options: FormatOptions) -> list[bytes]:
         """The record's tokens, quoted alone; the first ones only if it has too many."""
         columns = len(options.data_schema)
-        try:
-            tokens = pa_csv.read_csv(
-                pa.BufferReader(spark_quoted(record, options) + b"\n"),
-                read_options=pa_csv.ReadOptions(autogenerate_column_names=True),
-                parse_options=_parse_options(options, newlines_in_values=options.multi_line),
-                convert_options=pa_csv.ConvertOptions(
-                    column_types=_ALL_STRINGS, strings_can_be_null=False
-                ),
-            ).to_pylist()[0]
-        except (pa.ArrowException, IndexError):
+        end = self.separator(options)
+        tokens = _tokens(record.removesuffix(end), options)
+        if tokens is None:
             return [b""] * columns
         quote = options.quote  # without quoting, a token cannot hold a separator anyway
         texts = []
-        for token in list(tokens.values())[:columns]:
-            text = str(token)
-            alone = f"{quote}{text.replace(quote, quote * 2)}{quote}\n" if quote else f"{text}\n"
-            texts.append(alone.encode() if token else b"")
+        for token in tokens[:columns]:
+            text = f"{quote}{token.replace(quote, quote * 2)}{quote}" if quote else token
+            texts.append(text.encode() + end if token else b"")
         return texts + [b""] * (columns - len(texts))
+
+    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
+        """Why a record of more values than ``maxColumns`` fails the read in every mode, as
+        Spark's parser fails it, and one holding a line break with ``lineSep``; None for
+        other records."""
+        separator = self.separator(options)
+        if separator != NEWLINE:
+            record = record.removesuffix(separator)
+            if b"\n" in record or b"\r" in record:
+                return (
+                    f"the record holds a line break, and lineSep is {separator.decode()!r}: "
+                    "Spark keeps it in the value, or loses the values after it, and this "
+                    "reader does neither; remove the line breaks, or leave lineSep unset"
+                )
+        tokens = _tokens(record.rstrip(b"\r\n"), options)
+        if tokens is None or len(tokens) <= options.max_columns:
+            return None
+        return (
+            f"the record has {len(tokens)} values, more than maxColumns "
+            f"({options.max_columns}), which fails the read in every mode, as in Spark; "
+            f"raise maxColumns to at least {len(tokens)}, or fix the record"
+        )
 
     def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
         """Names from the header (or ``_c<i>``); every column a string unless ``infer_schema``.
@@ -178,6 +207,7 @@ class CsvFormat(RecordFormat):
         With ``infer_schema``: Spark's types of the values (:func:`.csv_inference.spark_type`);
         records with another number of values than the first are left out of the inference.
         """
+        sample = self._as_lines(sample, options)
         sample = spark_quoted(blank_skipped_lines(sample, options).lstrip(b"\r\n"), options)
         if not sample:
             return pa.schema([])
@@ -220,6 +250,23 @@ def _spark_names(header: list[str], named: bool) -> list[str]:
     ]
 
 
+def _tokens(record: bytes, options: FormatOptions) -> list[str] | None:
+    """The values of one ``record`` (without its line break) as text; None if it does not
+    parse."""
+    try:
+        row = pa_csv.read_csv(
+            pa.BufferReader(spark_quoted(record, options) + b"\n"),
+            read_options=pa_csv.ReadOptions(autogenerate_column_names=True),
+            parse_options=_parse_options(options, newlines_in_values=options.multi_line),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=_ALL_STRINGS, strings_can_be_null=False
+            ),
+        ).to_pylist()[0]
+    except (pa.ArrowException, IndexError):
+        return None
+    return [str(token) for token in row.values()]
+
+
 def _unread_columns(data: bytes, options: FormatOptions) -> list[str]:
     """Names for the columns of ``data`` after the schema's: a schema of the first *k*
     columns of wider records reads them without decoding the rest.
@@ -239,6 +286,8 @@ def _unread_columns(data: bytes, options: FormatOptions) -> list[str]:
         ).num_columns
     except pa.ArrowException:
         return []  # the line is read as malformed anyway
+    if width > options.max_columns:
+        raise Malformed(f"the first line has {width} values, more than maxColumns")
     return [f"__unread_{i}" for i in range(max(0, width - len(schema)))]
 
 

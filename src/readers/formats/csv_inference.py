@@ -3,7 +3,8 @@
 Spark types a value by the first parser of a chain that takes it: ``int``, ``bigint``,
 ``decimal(p,0)`` (a number of scale 0 and at most 38 digits, ``92233720368547758070``),
 ``double`` (text Java's ``Double.parseDouble`` reads, or ``nanValue``, ``positiveInf``,
-``negativeInf``), ``date`` (``dateFormat``, by default ``yyyy-MM-dd``), ``timestamp``
+``negativeInf``), ``date`` (``dateFormat``, by default ``yyyy-MM-dd``; skipped with
+``preferDate=false``), ``timestamp``
 (``timestampFormat``, by default ISO 8601 with or without an offset), ``boolean``; else
 ``string``. It folds a column's values in order: each is parsed from the link of the
 chain of the column's type so far, and the two types merge: numbers widen (integers and
@@ -153,7 +154,10 @@ def _within_long(significant: pa.Array, negative: np.ndarray) -> np.ndarray:
 
 
 def _dates(values: pa.Array, options: FormatOptions) -> np.ndarray:
-    """Per value, whether Spark (and this reader) reads it as a date."""
+    """Per value, whether Spark (and this reader) infers it as a date: none without
+    ``prefer_date``."""
+    if not options.prefer_date:
+        return np.zeros(len(values), dtype=bool)
     if options.date_format is not None:
         return _follows(values, options.date_format)
     return _parses_where(values, _ISO_DATE, pa.date32(), options)

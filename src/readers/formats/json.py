@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from readers.formats.decimals import rounded, wide_decimal
 from readers.formats.json_inference import inferred_schema
 from readers.formats.json_text import (
     document_as_lines,
@@ -18,7 +19,7 @@ from readers.formats.json_text import (
     values_as_text,
 )
 from readers.formats.line_format import RecordFormat, with_block_size
-from readers.formats.lines import Block, line_ends
+from readers.formats.lines import NEWLINE, Block, line_ends, separator_starts
 from readers.formats.malformed import (
     Malformed,
     MalformedLines,
@@ -33,6 +34,9 @@ from readers.formats.values import converted, converted_from_text
 
 __all__ = ["JsonFormat"]
 
+_NOT_DECIMAL = "Failed to convert JSON to decimal"
+"""pyarrow's error for a number with more digits than a decimal's precision or scale."""
+
 
 class JsonFormat(RecordFormat):
     """One JSON object per line (or a file of objects or one array); unknown fields ignored."""
@@ -45,10 +49,11 @@ class JsonFormat(RecordFormat):
         """The ends of the lines; with ``multiLine``, the file is one record."""
         if options.multi_line:
             return np.array([len(data)] if data else [], dtype=np.int64)
-        return line_ends(data)
+        return super().record_ends(data, options)
 
     def decode(self, data: bytes, options: FormatOptions) -> pa.Table:
         schema = options.data_schema
+        data = self._as_lines(data, options)
         if data and not data.isspace():
             data = _document(data) if options.multi_line else _arrays_as_records(data)
         if not data or data.isspace():  # also a line that is an empty array
@@ -64,9 +69,12 @@ class JsonFormat(RecordFormat):
         try:
             table = _read(data, options, as_read)
         except pa.ArrowInvalid as error:
-            if "changed from string to" not in str(error):  # else text cannot help
+            if _NOT_DECIMAL in str(error):  # maybe only until rounded
+                table = _read_rounded(data, options, as_read)
+            elif "changed from string to" in str(error):
+                table = _read(values_as_text(data, as_read), options, as_read)
+            else:  # text cannot help
                 raise
-            table = _read(values_as_text(data, as_read), options, as_read)
         if not options.multi_line:
             check_one_per_line(table.num_rows, data, _records)
         if as_read != schema:
@@ -102,6 +110,7 @@ class JsonFormat(RecordFormat):
         """A row per object of a line that is an array (with ``multiLine``, of the file), each
         with the values that fit, or one row of nulls if it is not an object or an array of
         objects (as Spark); the values that fit of an object line."""
+        record = self._as_lines(record, options).rstrip(b"\n")
         if not options.multi_line and not record.lstrip().startswith(b"["):
             return super().salvage(record, options)
         try:
@@ -119,12 +128,28 @@ class JsonFormat(RecordFormat):
             return record.decode("utf-8", "replace")
         return super().corrupt_text(record, options)
 
+    def _as_lines(self, data: bytes, options: FormatOptions) -> bytes:
+        """``data`` as JSON lines: each ``lineSep`` a line break (its other bytes spaces),
+        and each ``\\r`` or ``\\n`` inside a record a tab, white space as they are (and,
+        as they, not allowed raw in a JSON string). Every byte keeps its offset."""
+        separator = self.separator(options)
+        if separator == NEWLINE:
+            return data
+        bytes_ = np.frombuffer(data, dtype=np.uint8).copy()
+        starts = separator_starts(data, separator)
+        bytes_[(bytes_ == 0x0A) | (bytes_ == 0x0D)] = 0x09
+        for index in range(1, len(separator)):
+            bytes_[starts + index] = 0x20
+        bytes_[starts] = 0x0A
+        return bytes_.tobytes()
+
     def infer_sample(self, sample: bytes, options: FormatOptions) -> pa.Schema:
         """Fields sorted by name (also in structs); no-value and timestamp-like ones strings;
         every scalar a string with ``primitives_as_string``. Malformed lines are left out,
         and with PERMISSIVE add the corrupt-record column, as in Spark. With ``multiLine``
         the file is one record: if malformed, it leaves no field but that column."""
         corrupt = pa.field(options.corrupt_column, pa.string())
+        sample = self._as_lines(sample, options)
         if options.multi_line:
             try:
                 sample = _document(sample)
@@ -213,6 +238,30 @@ def _read(data: bytes, options: FormatOptions, schema: pa.Schema) -> pa.Table:
             parse_options=parse,
         ),
     )
+
+
+def _read_rounded(data: bytes, options: FormatOptions, schema: pa.Schema) -> pa.Table:
+    """:func:`_read`, with the numbers of decimal columns rounded to their scale as Spark
+    rounds them (not decimals inside structs, arrays or maps: such a value does not fit)."""
+    decimal = [pa.types.is_decimal(field.type) for field in schema]
+    wide = pa.schema(
+        [
+            field.with_type(wide_decimal(field.type)) if is_decimal else field
+            for field, is_decimal in zip(schema, decimal, strict=True)
+        ]
+    )
+    table = _read(data, options, wide)
+    columns = [
+        rounded(_validated(column), field.type) if is_decimal else column
+        for field, column, is_decimal in zip(schema, table.columns, decimal, strict=True)
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _validated(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``column``; raises ``pa.ArrowInvalid`` if a value has more digits than its type."""
+    column.validate(full=True)
+    return column
 
 
 def _records(data: bytes) -> int:

@@ -11,12 +11,13 @@ import numpy as np
 import pyarrow as pa
 
 from readers.formats.compression import codec_of, whole_file_extensions
-from readers.formats.lines import Block, LineBlocks, line_ends
+from readers.formats.lines import NEWLINE, Block, LineBlocks, line_ends
 from readers.formats.malformed import (
     LineCodec,
     Malformed,
     MalformedLines,
     RecordCodec,
+    Unreadable,
     add_corrupt_column,
     decode_located,
     decode_tolerant,
@@ -32,7 +33,7 @@ from readers.formats.opening import (
     unreadable_file_error,
 )
 from readers.formats.options import FormatOptions, invalid_option
-from sources.errors import CorruptFileError, FileReadError
+from sources.errors import CorruptFileError, FileReadError, MalformedRecordError
 
 __all__ = ["LineFormat", "RecordFormat", "with_block_size"]
 
@@ -71,7 +72,17 @@ class LineFormat(LineCodec, ABC):
 
     def record_ends(self, data: bytes, options: FormatOptions) -> np.ndarray:
         """The ends of the lines: a record per line."""
-        return line_ends(data)
+        return line_ends(data, self.separator(options))
+
+    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
+        """None: ``mode`` applies to every malformed record, unless the format says otherwise."""
+        return None
+
+    def separator(self, options: FormatOptions) -> bytes:
+        """What ends a line: ``lineSep``, else ``\\n``; ``\\n`` where files are read whole."""
+        if options.line_sep is None or self.reads_whole(options):
+            return NEWLINE
+        return options.line_sep.encode()
 
     def read_range(
         self,
@@ -125,7 +136,7 @@ class LineFormat(LineCodec, ABC):
                 if size < start + length:
                     raise short_file_error(path, size, start, start + length)
                 if start > 0:
-                    file.seek(start - 1)
+                    file.seek(max(start - len(self.separator(options)), 0))
                 stream: pa.NativeFile = file
             else:
                 stream = pa.CompressedInputStream(file, codec)
@@ -138,6 +149,7 @@ class LineFormat(LineCodec, ABC):
                 chunk_bytes,
                 path,
                 whole=self.reads_whole(options),
+                separator=self.separator(options),
             )
             try:
                 for block in blocks:
@@ -178,7 +190,8 @@ class LineFormat(LineCodec, ABC):
                 sample: bytes = stream.read(sample_bytes)
                 if len(sample) < sample_bytes:
                     return sample
-                while b"\n" not in sample:  # a first line longer than the sample: read it whole
+                separator = self.separator(options)
+                while separator not in sample:  # a first line longer than the sample: whole
                     more: bytes = stream.read(sample_bytes)
                     if not more:
                         return sample
@@ -191,7 +204,7 @@ class LineFormat(LineCodec, ABC):
                 raise CorruptFileError(
                     f"Cannot read the start of '{path}' to infer its schema: {detail(error)}. {FIX}"
                 ) from error
-        return sample[: sample.rfind(b"\n") + 1]
+        return sample[: sample.rfind(separator) + len(separator)]
 
 
 class RecordFormat(LineFormat, RecordCodec, ABC):
@@ -245,7 +258,10 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
         return salvage_fields(self, record, options)
 
     def corrupt_text(self, record: bytes, options: FormatOptions) -> str:
-        """The record without its line break."""
+        """The record without its line break (its ``lineSep``, if given)."""
+        separator = self.separator(options)
+        if separator != NEWLINE:
+            return record.removesuffix(separator).decode("utf-8", "replace")
         return record.rstrip(b"\r\n").decode("utf-8", "replace")
 
     def decode_block(
@@ -253,7 +269,12 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
     ) -> Iterator[pa.Table]:
         """The records of ``block``, in order; a malformed record as ``options.mode`` says."""
         if options.mode != "FAILFAST":
-            yield from decode_tolerant(self, block, options, malformed)
+            try:
+                yield from decode_tolerant(self, block, options, malformed)
+            except Unreadable as error:
+                raise MalformedRecordError(
+                    f"Cannot read {options.format} file '{path}' {error}"
+                ) from None
             return
         file_options = replace(options, data_schema=file_schema(options))
         yield add_corrupt_column(decode_located(self, block, path, file_options), None, options)

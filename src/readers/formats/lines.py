@@ -31,6 +31,12 @@ size), as in Spark.
 
 *Compressed* text files (gzip, bz2, zstd) cannot be cut: one split reads the
 whole file, with ``start == 0``.
+
+*Another separator* (``lineSep``) takes the place of ``\\n`` in the rule: a line
+ends after each occurrence of its bytes, and a split with ``start > 0`` skips
+through the first occurrence that ends at or after ``start`` (it reads from
+``start - len(separator)``). A separator that cannot overlap itself (``|;``, not
+``||``) has the same occurrences wherever a search starts, so every cut agrees.
 """
 
 from __future__ import annotations
@@ -42,7 +48,19 @@ import numpy as np
 
 from readers.formats.opening import short_file_error
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "Block", "LineBlocks", "line_count", "line_ends"]
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "NEWLINE",
+    "Block",
+    "LineBlocks",
+    "line_count",
+    "line_ends",
+    "overlaps_itself",
+    "separator_starts",
+]
+
+NEWLINE = b"\n"
+"""The line separator unless ``lineSep`` gives another."""
 
 DEFAULT_CHUNK_BYTES = 8 << 20
 """How many bytes of a text file are decoded at a time (rounded to whole lines)."""
@@ -57,11 +75,12 @@ class Block:
     data: bytes
     offset: int
     line: int | None  # number of the first line, when the split starts at byte 0
+    separator: bytes = NEWLINE
 
     def where(self, start: int) -> str:
         """The record starting at byte ``start`` of the block, for people."""
         if self.line is not None:
-            before = self.data.count(b"\n", 0, start)
+            before = self.data.count(self.separator, 0, start)
             return f"line {self.line + before}"
         return f"the line starting at byte {self.offset + start}"
 
@@ -74,7 +93,8 @@ class LineBlocks:
     tells the header line from the lines before it (true for the header): the
     split at byte 0 skips through the header. ``whole`` makes the rest of the
     stream one block (a split of a whole file, whose records span lines).
-    ``position`` and ``line`` say how far it got, for error messages.
+    ``separator`` ends lines (see the module). ``position`` and ``line`` say how
+    far it got, for error messages.
     """
 
     def __init__(
@@ -86,6 +106,7 @@ class LineBlocks:
         chunk_bytes: int,
         path: str,
         whole: bool = False,
+        separator: bytes = NEWLINE,
     ) -> None:
         self._read = read
         self._start = start
@@ -94,7 +115,8 @@ class LineBlocks:
         self._whole = whole
         self._chunk = chunk_bytes
         self._path = path
-        self.position = start - 1 if start > 0 else 0
+        self._separator = separator
+        self.position = max(start - len(separator), 0)
         self.line: int | None = 1 if start == 0 else None
         self._read_at = self.position
 
@@ -122,25 +144,27 @@ class LineBlocks:
             yield self._emit(b"".join(parts))
             self._at_eof()
             return
+        separator = self._separator
+        width = len(separator)
         pending: list[bytes] = []  # the start of a line whose end is not read yet
         while True:
             if end is not None and self.position >= end:
                 return
-            last = data.rfind(b"\n")
-            if last < 0:
+            last = _last_separator(pending, data, separator)
+            if last is None:
                 if data:
                     pending.append(data)
             else:
                 buffer = b"".join((*pending, data)) if pending else data
                 last += len(buffer) - len(data)
                 pending = []
-                if end is not None and self.position + last + 1 >= end:
-                    cut = buffer.find(b"\n", end - self.position - 1) + 1
+                if end is not None and self.position + last + width >= end:
+                    cut = buffer.find(separator, max(end - self.position - width, 0)) + width
                     yield self._emit(buffer[:cut])
                     return
-                yield self._emit(buffer[: last + 1])
-                if last + 1 < len(buffer):
-                    pending.append(buffer[last + 1 :])
+                yield self._emit(buffer[: last + width])
+                if last + width < len(buffer):
+                    pending.append(buffer[last + width :])
             data = self._pull()
             if not data:
                 if pending:
@@ -149,25 +173,28 @@ class LineBlocks:
                 return
 
     def _skip_first_line(self) -> bytes | None:
-        """Skip through the first ``\\n``; return what follows it, or None at the end."""
+        """Skip through the first separator; return what follows it, or None at the end."""
+        separator = self._separator
+        carry = b""  # the end of what was skipped, where a separator may begin
         while True:
             data = self._pull()
             if not data:
                 self._at_eof()
                 return None
-            newline = data.find(b"\n")
-            if newline >= 0:
-                self.position += newline + 1
-                if self.line is not None:
-                    self.line += 1
-                return data[newline + 1 :]
+            searched = carry + data if carry else data
+            found = searched.find(separator)
+            if found >= 0:
+                self.position += found + len(separator) - len(carry)
+                return searched[found + len(separator) :]
             self.position += len(data)
+            carry = searched[len(searched) - len(separator) + 1 :]
 
     def _skip_header(self, is_header: Callable[[bytes], bool]) -> bytes | None:
         """Skip through the first line ``is_header`` accepts; return what follows it, or None."""
         data = b""
+        separator = self._separator
         while True:
-            newline = data.find(b"\n")
+            newline = data.find(separator)
             if newline < 0:
                 more = self._pull()
                 if not more:
@@ -176,18 +203,18 @@ class LineBlocks:
                     return None
                 data = data + more if data else more  # most headers lie in the first chunk
                 continue
-            line, data = data[:newline], data[newline + 1 :]
-            self.position += newline + 1
+            line, data = data[:newline], data[newline + len(separator) :]
+            self.position += newline + len(separator)
             if self.line is not None:
                 self.line += 1
             if is_header(line):
                 return data
 
     def _emit(self, data: bytes) -> Block:
-        block = Block(data, self.position, self.line)
+        block = Block(data, self.position, self.line, self._separator)
         self.position += len(data)
         if self.line is not None:
-            self.line += data.count(b"\n")
+            self.line += data.count(self._separator)
         return block
 
     def _at_eof(self) -> None:
@@ -195,10 +222,42 @@ class LineBlocks:
             raise short_file_error(self._path, self.position, self._start, self._end)
 
 
-def line_ends(data: bytes) -> np.ndarray:
-    """Exclusive end offsets of the lines of ``data`` (each after its ``\\n``, or the end)."""
-    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
-    if data and data[-1:] != b"\n":
+def _last_separator(pending: list[bytes], data: bytes, separator: bytes) -> int | None:
+    """Where the last separator of the bytes of ``pending`` and ``data`` starts, relative to
+    ``data`` (below 0: across the two), if it ends in ``data``; else None."""
+    found = data.rfind(separator)
+    if found >= 0:
+        return found
+    if len(separator) == 1 or not pending:
+        return None
+    # Each pending piece holds a byte at least: the last width - 1 pieces hold the tail.
+    tail = b"".join(pending[1 - len(separator) :])[1 - len(separator) :]
+    across = (tail + data[: len(separator) - 1]).find(separator)
+    return None if across < 0 else across - len(tail)
+
+
+def separator_starts(data: bytes, separator: bytes) -> np.ndarray:
+    """Where each occurrence of ``separator`` in ``data`` starts (one that cannot overlap
+    itself, see :func:`overlaps_itself`)."""
+    bytes_ = np.frombuffer(data, dtype=np.uint8)
+    starts = np.flatnonzero(bytes_[: max(len(data) - len(separator) + 1, 0)] == separator[0])
+    for index, byte in enumerate(separator[1:], start=1):
+        starts = starts[bytes_[starts + index] == byte]
+    return starts
+
+
+def overlaps_itself(separator: bytes) -> bool:
+    """Whether two occurrences of ``separator`` can overlap (``||`` in ``|||``)."""
+    return any(separator[shift:] == separator[:-shift] for shift in range(1, len(separator)))
+
+
+def line_ends(data: bytes, separator: bytes = NEWLINE) -> np.ndarray:
+    """Exclusive end offsets of the lines of ``data`` (each after its separator, or the end)."""
+    if separator == NEWLINE:
+        ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
+    else:
+        ends = separator_starts(data, separator) + len(separator)
+    if data and not data.endswith(separator):
         ends = np.append(ends, len(data))
     return ends
 

@@ -43,6 +43,7 @@ __all__ = [
     "Malformed",
     "MalformedLines",
     "RecordCodec",
+    "Unreadable",
     "add_corrupt_column",
     "check_one_per_line",
     "conform",
@@ -65,6 +66,16 @@ _FIX_RECORD = (
 
 class Malformed(Exception):
     """Decoded data that does not fit the schema; the caller adds the location."""
+
+
+class Unreadable(Exception):
+    """A record no ``mode`` reads (a CSV record wider than ``maxColumns``): the read fails.
+
+    ``where`` says where the record starts, for people; the caller adds the file.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"at {where}: {reason}")
 
 
 def conform(data: Data, schema: pa.Schema) -> Data:
@@ -129,6 +140,11 @@ class LineCodec(Protocol):
 
         A failing ``data`` is cut only there; the last end is ``len(data)``.
         """
+        ...
+
+    def unreadable(self, record: bytes, options: FormatOptions) -> str | None:
+        """Why no ``mode`` reads the malformed ``record`` and what to do; None if ``mode``
+        applies to it."""
         ...
 
 
@@ -201,7 +217,13 @@ def decode_located(codec: LineCodec, block: Block, path: str, options: FormatOpt
             low = middle + 1
     bad = high - 1
     start = int(ends[bad - 1]) if bad > 0 else 0
-    text = block.data[start : int(ends[bad])].rstrip(b"\r\n")
+    record = block.data[start : int(ends[bad])]
+    reason = codec.unreadable(record, options)
+    if reason is not None:
+        raise MalformedRecordError(
+            f"Cannot read {options.format} file '{path}' at {block.where(start)}: {reason}"
+        ) from first_error
+    text = record.rstrip(b"\r\n")
     shown = text[:80].decode("utf-8", "replace") + ("..." if len(text) > 80 else "")
     raise MalformedRecordError(
         f"Cannot read {options.format} file '{path}' at {block.where(start)} "
@@ -213,6 +235,8 @@ def decode_tolerant(
     codec: RecordCodec, block: Block, options: FormatOptions, malformed: MalformedLines
 ) -> Iterator[pa.Table]:
     """Decode ``block`` in ``options.mode``: malformed records dropped or kept as corrupt rows.
+
+    Raises :class:`Unreadable` for a record no mode reads.
 
     Tables come in record order; the rows of a corrupt record that repeat its text (a
     ``multiLine`` JSON array) come in tables of a bounded size.
@@ -249,6 +273,9 @@ def decode_tolerant(
             yield from visit(low, middle, False)
             yield from visit(middle, high, False)
             return
+        reason = codec.unreadable(data, file_options)
+        if reason is not None:
+            raise Unreadable(block.where(begin), reason)
         malformed.add(block, begin)
         if options.mode == "PERMISSIVE":
             rows = codec.salvage(data.rstrip(b"\r\n"), file_options)

@@ -8,6 +8,7 @@ from typing import NoReturn
 import pyarrow as pa
 from pyspark.sql.datasource import Filter
 
+from readers.formats.lines import overlaps_itself
 from sources.errors import InvalidOptionError
 
 __all__ = ["COMPRESSIONS", "FORMATS", "MODES", "SOURCE", "FormatOptions", "invalid_option"]
@@ -21,8 +22,8 @@ COMPRESSIONS = ("infer", "none", "gzip", "bz2", "zstd")
 MODES = ("FAILFAST", "PERMISSIVE", "DROPMALFORMED")
 """What a malformed CSV or JSON record does: fail the read, or be kept as nulls, or dropped."""
 
-_LINE_SEPS = {"json": ("\n", "\r\n"), "text": ("\n",)}
-"""The ``lineSep`` values read as in Spark, by format (JSON ignores a ``\\r``; text keeps it)."""
+_LINE_SEP_FORMATS = ("csv", "json", "text")
+"""The formats whose lines end at ``lineSep`` (CSV's at one character, as in Spark)."""
 
 SOURCE = "splitsource.files"
 """The format name that errors about the options name."""
@@ -55,8 +56,9 @@ class FormatOptions:
     :mod:`.patterns`); ``primitives_as_string`` infers JSON scalars as strings, and
     ``drop_field_if_all_null`` leaves out JSON fields never seen with a value;
     ``whole_text`` reads each text file as one value; ``merge_schema`` infers a
-    Parquet schema from every file; ``line_sep`` ``"\\n"`` keeps a ``\\r`` before it
-    in a text line (JSON ignores it).
+    Parquet schema from every file; ``line_sep``, any text that cannot overlap
+    itself (for CSV one character, not ``\\r`` nor ``\\n``), ends lines instead of
+    ``\\n`` (``"\\n"`` keeps a ``\\r`` before it in a text line).
     ``compression`` is ``"infer"`` (from the extension ``.gz``, ``.bz2``,
     ``.zst``/``.zstd``), ``"none"`` or a codec, and is ignored for Parquet.
     ``mode`` (one of :data:`MODES`) applies to CSV and JSON records. A column
@@ -83,6 +85,9 @@ class FormatOptions:
     mode: str = "PERMISSIVE"
     corrupt_column: str = "_corrupt_record"
     infer_schema: bool = False
+    prefer_date: bool = True
+    """CSV ``infer_schema``: type values of ``date_format`` (by default ``yyyy-MM-dd``) as
+    dates; False tries them as timestamps, as Spark's ``preferDate=false``."""
     comment: str | None = None
     null_value: str = ""
     empty_value: str = ""
@@ -134,13 +139,37 @@ class FormatOptions:
             invalid_option("comment", f"{self.comment!r} must be exactly one character")
         if self.max_columns < 1:
             invalid_option("maxColumns", f"{self.max_columns} must be at least 1")
-        if self.line_sep is not None and self.line_sep not in _LINE_SEPS.get(self.format, ()):
-            invalid_option(
-                "lineSep",
-                f"{self.line_sep!r} is not supported for format {self.format} (supported: "
-                f"{_LINE_SEPS.get(self.format) or 'none'}); leave it unset to end lines at "
-                "\\n or \\r\\n, or read the files with format text and split the values "
-                "with pyspark.sql.functions.split",
-            )
+        if self.line_sep is not None:
+            self._check_line_sep(self.line_sep)
         if self.mode not in MODES:
             invalid_option("mode", f"'{self.mode}' is not one of {', '.join(MODES)}")
+
+    def _check_line_sep(self, line_sep: str) -> None:
+        """Raise InvalidOptionError for a ``lineSep`` this reader cannot read as Spark."""
+        if line_sep == "":
+            invalid_option("lineSep", "cannot be empty (as in Spark); leave it unset for \\n")
+        if self.format not in _LINE_SEP_FORMATS:
+            invalid_option(
+                "lineSep",
+                f"{line_sep!r} is not supported for format {self.format}, which has no lines",
+            )
+        if self.format == "csv" and (len(line_sep) != 1 or line_sep in "\r\n"):
+            invalid_option(
+                "lineSep",
+                f"{line_sep!r} is not supported for format csv: one character other than "
+                "\\r and \\n is (Spark also takes two, and then loses values after a line "
+                "break inside a record); leave it unset to end records at \\n or \\r\\n",
+            )
+        if self.format == "csv" and self.multi_line:
+            invalid_option(
+                "lineSep",
+                "is not supported for csv with multiLine; leave it unset to end records at "
+                "\\n or \\r\\n, or read without multiLine",
+            )
+        if overlaps_itself(line_sep.encode()):
+            invalid_option(
+                "lineSep",
+                f"{line_sep!r} can overlap itself (two of it can share characters), so a file "
+                "could not be cut into splits that agree where lines end; use a separator "
+                "whose start differs from its end (such as '|;')",
+            )

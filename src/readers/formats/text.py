@@ -1,4 +1,5 @@
-"""Text: each line one string (or binary) value, without its line ending; or each file one."""
+"""Text: each line one string (or binary) value, without its line ending (``lineSep``, if
+given, ends lines instead of ``\\n``); or each file one."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from readers.formats.line_format import LineFormat
+from readers.formats.lines import NEWLINE, separator_starts
 from readers.formats.malformed import conform
 from readers.formats.options import FormatOptions, invalid_option
 
@@ -42,15 +44,20 @@ class TextFormat(LineFormat):
             value = pa.array([data], pa.large_binary()).cast(field.type)  # checks UTF-8
             return pa.Table.from_arrays([value], schema=options.data_schema)
         bytes_ = np.frombuffer(data, dtype=np.uint8)
-        newlines = np.flatnonzero(bytes_ == 0x0A)
-        ends = newlines
-        if data and data[-1:] != b"\n":
-            ends = np.append(newlines, len(data))
-        starts = np.concatenate(([0], newlines + 1))[: len(ends)]
+        separator = self.separator(options)
+        if separator == NEWLINE:
+            separators = np.flatnonzero(bytes_ == 0x0A)
+        else:
+            separators = separator_starts(data, separator)
+        ends = separators
+        if data and not data.endswith(separator):
+            ends = np.append(separators, len(data))
+        starts = np.concatenate(([0], separators + len(separator)))[: len(ends)]
         last = np.maximum(ends - 1, 0)
         carriage = (ends > starts) & (bytes_[last] == 0x0D) & (options.line_sep is None)
         keep = np.ones(len(data), dtype=bool)
-        keep[newlines] = False
+        for index in range(len(separator)):
+            keep[separators + index] = False
         keep[last[carriage]] = False
         values = bytes_[keep]
         lengths = ends - starts - carriage.astype(np.int64)

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from readers.formats.decimals import decimals_from_text
 from readers.formats.lines import line_ends
 from readers.formats.malformed import Malformed
 from readers.formats.opening import detail
@@ -135,7 +136,7 @@ def converted(column: pa.ChunkedArray, field: pa.Field, options: FormatOptions) 
 def _converted(column: pa.ChunkedArray, kind: pa.DataType, options: FormatOptions) -> pa.Array:
     if pa.types.is_decimal(kind):
         # Spark's decimal parser in en-US drops every grouping comma: "80,000.65", "1,2,3".
-        return pc.cast(pc.replace_substring(column, ",", ""), kind)
+        return decimals_from_text(pc.replace_substring(column, ",", ""), kind)
     if pa.types.is_date(kind) and options.date_format is not None:
         return pc.cast(pc.cast(pc.strptime(column, options.date_format, "s"), pa.date64()), kind)
     if pa.types.is_boolean(kind):
