@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from sources.files import FileSource
 from sources.spark import register
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 pytestmark = pytest.mark.spark
 
@@ -523,6 +524,170 @@ def test_nested_directories_and_brace_globs_read_like_spark(
         (tmp_path / part / "deep").mkdir(parents=True)
         (tmp_path / part / "deep" / "f.csv").write_text(f"p\n{part}\n")
     same_as_spark(spark, "csv", f"{tmp_path}/{{x,y}}/*/*.csv", header="true")
+    same_as_spark(spark, "csv", tmp_path, header="true", recursiveFileLookup="true")
+
+
+TREES: dict[str, tuple[dict[str, str], str, dict[str, str]]] = {
+    # name: (files below the table, the path read below it, options; ROOT is the table)
+    "a subdirectory that is not a partition": (
+        {"a.csv": "id\n1\n2\n", "sub/b.csv": "id\n3\n4\n"},
+        "",
+        {},
+    ),
+    "the same, recursiveFileLookup": (
+        {"a.csv": "id\n1\n2\n", "sub/b.csv": "id\n3\n4\n"},
+        "",
+        {"recursiveFileLookup": "true"},
+    ),
+    "files at mixed depths": (
+        {"a.csv": "id\n1\n", "x/b.csv": "id\n2\n", "x/y/c.csv": "id\n3\n"},
+        "",
+        {},
+    ),
+    "hidden names, and a partition starting with _": (
+        {
+            "a.csv": "id\n1\n",
+            "_tmp/b.csv": "id\n2\n",
+            ".cache/c.csv": "id\n3\n",
+            "_k=1/d.csv": "id\n4\n",
+            "_k=1/_SUCCESS": "",
+            "_k=1/e.csv._COPYING_": "id\n5\n",
+        },
+        "",
+        {},
+    ),
+    "a stray directory inside a partition": (
+        {"k=1/x.csv": "id\n1\n", "k=1/sub/y.csv": "id\n2\n", "k=2/z.csv": "id\n3\n"},
+        "",
+        {},
+    ),
+    "a file beside the partitions": (
+        {"k=1/x.csv": "id\n1\n", "a.csv": "id\n7\n"},
+        "",
+        {},
+    ),
+    "partitions below a directory that is not one": (
+        {"o/k=1/x.csv": "id\n1\n", "o/k=2/y.csv": "id\n2\n"},
+        "",
+        {},
+    ),
+    "a partition directory read with basePath": (
+        {"k=1/x.csv": "id\n1\n", "k=1/sub/y.csv": "id\n2\n", "k=2/z.csv": "id\n3\n"},
+        "k=1",
+        {"basePath": "ROOT"},
+    ),
+    "a partition directory read without basePath": (
+        {"k=1/x.csv": "id\n1\n", "k=1/sub/y.csv": "id\n2\n"},
+        "k=1",
+        {},
+    ),
+    "a glob of directories": (
+        {"a/x.csv": "id\n1\n", "a/s/y.csv": "id\n2\n", "b/z.csv": "id\n3\n"},
+        "*",
+        {},
+    ),
+    "a glob filter that matches only below": (
+        {"a.json": "{}\n", "sub/b.csv": "id\n2\n", "k=1/c.txt": "id\n3\n"},
+        "",
+        {"pathGlobFilter": "*.csv", "recursiveFileLookup": "true"},
+    ),
+}
+
+
+def _tree(root: Path, tree: dict[str, str]) -> None:
+    for name, text in tree.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+@pytest.mark.parametrize("case", list(TREES))
+def test_directory_trees_read_like_spark(spark: SparkSession, tmp_path: Path, case: str) -> None:
+    tree, below, options = TREES[case]
+    _tree(tmp_path, tree)
+    options = {name: value.replace("ROOT", str(tmp_path)) for name, value in options.items()}
+    same_as_spark(spark, "csv", tmp_path / below, header="true", **options)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "a subdirectory that is not a partition",
+        "hidden names, and a partition starting with _",
+        "a stray directory inside a partition",
+        "a file beside the partitions",
+    ],
+)
+def test_a_file_stream_reads_the_files_of_a_batch_read_like_sparks_file_stream(
+    spark: SparkSession, tmp_path: Path, case: str
+) -> None:
+    tree, _, _ = TREES[case]
+    table = tmp_path / "table"
+    _tree(table, tree)
+    batch = files(spark, "csv", table, header="true")
+    ours = (
+        spark.readStream.format("splitsource.files")
+        .option("format", "csv")
+        .option("stateLocation", str(tmp_path / "state"))
+    )
+    theirs = spark.readStream.format("csv")
+    streamed = [
+        _available_now(reader.option("header", "true").schema(batch.schema).load(str(table)))
+        for reader in (ours, theirs)
+    ]
+    assert streamed[0] == streamed[1] == sorted(batch.collect())
+
+
+def _available_now(df: DataFrame) -> list[Row]:
+    """Every row a stream of ``df`` reads with ``trigger(availableNow=True)``, sorted."""
+    name = f"stream_{uuid.uuid4().hex}"
+    df.writeStream.format("memory").queryName(name).trigger(
+        availableNow=True
+    ).start().awaitTermination(120)
+    return sorted(df.sparkSession.table(name).collect())
+
+
+CONFLICTING_TREES: dict[str, tuple[dict[str, str], str, list[str]]] = {
+    # name: (files, Spark's error class, the directories our error names)
+    "a directory beside the partitions": (
+        {"k=1/x.csv": "id\n1\n", "other/z.csv": "id\n3\n"},
+        "CONFLICTING_DIRECTORY_STRUCTURES",
+        ["k=1", "other"],
+    ),
+    "partitions at two depths": (
+        {"k=1/x.csv": "id\n1\n", "o/k=2/y.csv": "id\n2\n"},
+        "CONFLICTING_DIRECTORY_STRUCTURES",
+        ["k=1", "o/k=2"],
+    ),
+    "different column names": (
+        {"k=1/x.csv": "id\n1\n", "j=2/y.csv": "id\n2\n"},
+        "CONFLICTING_PARTITION_COLUMN_NAMES",
+        ["j=2", "k=1"],
+    ),
+    "files in a partition and in its sub-partition": (
+        {"k=1/x.csv": "id\n1\n", "k=1/j=2/y.csv": "id\n2\n"},
+        "CONFLICTING_PARTITION_COLUMN_NAMES",
+        ["k=1", "k=1/j=2"],
+    ),
+    "an empty partition value": (
+        {"k=/x.csv": "id\n1\n"},
+        "EMPTY_PARTITION_COLUMN_VALUE",
+        ["k="],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFLICTING_TREES))
+def test_conflicting_directory_trees_fail_like_spark_naming_the_directories(
+    spark: SparkSession, tmp_path: Path, case: str
+) -> None:
+    tree, spark_error, named = CONFLICTING_TREES[case]
+    _tree(tmp_path, tree)
+    with pytest.raises(Exception, match=spark_error):
+        sparks(spark, "csv", tmp_path, header="true").collect()
+    with pytest.raises(Exception, match="recursiveFileLookup=true") as raised:
+        files(spark, "csv", tmp_path, header="true").collect()
+    for directory in named:
+        assert f"'{tmp_path / directory}'" in str(raised.value)
     same_as_spark(spark, "csv", tmp_path, header="true", recursiveFileLookup="true")
 
 

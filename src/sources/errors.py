@@ -12,6 +12,7 @@ __all__ = [
     "CorruptDataError",
     "CorruptFileError",
     "DataLossError",
+    "DirectoryLayoutError",
     "DiscoveryError",
     "FileReadError",
     "InvalidOptionError",
@@ -80,6 +81,10 @@ class ReaderError(SplitSourceError, RuntimeError):
 
 class StateStoreError(SplitSourceError, RuntimeError):
     """The driver-side state store cannot write or give back an enumerator-state artifact."""
+
+
+class DirectoryLayoutError(SplitSourceError, ValueError):
+    """The directories below a path do not form one table of partitions, as Spark requires."""
 
 
 class DiscoveryError(SplitSourceError, RuntimeError):

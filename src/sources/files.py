@@ -90,7 +90,7 @@ def _paths(text: str) -> tuple[str, ...]:
 
 
 class FileSource(Source[FileSplit, FileEnumeratorState]):
-    """Files in one ``format`` under ``path``: directories (recursive), files or globs.
+    """Files in one ``format`` under ``path``: directories (as Spark reads them), files or globs.
 
     Example::
 
