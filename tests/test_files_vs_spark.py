@@ -691,6 +691,36 @@ def test_conflicting_directory_trees_fail_like_spark_naming_the_directories(
     same_as_spark(spark, "csv", tmp_path, header="true", recursiveFileLookup="true")
 
 
+@pytest.mark.parametrize("schema", [None, "id string"], ids=["inferred", "given"])
+def test_a_dataframe_reads_the_files_listed_when_it_was_defined_like_spark(
+    spark: SparkSession, tmp_path: Path, schema: str | None
+) -> None:
+    frames = {}
+    for reader, ignore in [(files, "false"), (sparks, "false"), (files, "true"), (sparks, "true")]:
+        table = tmp_path / f"{reader.__name__}-{ignore}"
+        _tree(table, {"a.csv": "id\n1\n", "b.csv": "id\n2\n"})
+        frames[reader, ignore] = reader(
+            spark, "csv", table, schema, header="true", ignoreMissingFiles=ignore
+        )
+        if schema is not None:
+            # Given a schema, Spark builds a Python data source at the first action (its
+            # own reader lists at load()): after one action both have listed.
+            assert frames[reader, ignore].count() == 2
+        (table / "a.csv").unlink()
+        (table / "c.csv").write_text("id\n3\n")
+    for reader in (files, sparks):
+        strict = frames[reader, "false"]
+        for action in (strict.collect, strict.where("id > '0'").collect):
+            with pytest.raises(Exception, match=r"a\.csv") as raised:
+                action()
+            if reader is files:
+                assert "does not exist any more" in str(raised.value)
+                assert "ignoreMissingFiles=true skips" in str(raised.value)
+        lenient = frames[reader, "true"]
+        assert [row.id for row in lenient.collect()] == ["2"]
+        assert lenient.where("id > '0'").count() == 1
+
+
 def test_corrupt_files_among_good_ones_are_skipped_like_spark(
     spark: SparkSession, tmp_path: Path
 ) -> None:
