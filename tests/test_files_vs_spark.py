@@ -691,6 +691,25 @@ def test_conflicting_directory_trees_fail_like_spark_naming_the_directories(
     same_as_spark(spark, "csv", tmp_path, header="true", recursiveFileLookup="true")
 
 
+@pytest.mark.parametrize(
+    ("read", "base", "spark_says", "ours_says"),
+    [
+        ("k=1", "k=1/x.csv", "must be a directory", "is not a directory"),
+        ("", "k=1", "Wrong basePath", "does not hold the path"),
+    ],
+    ids=["a file", "below the path"],
+)
+def test_a_base_path_that_cannot_be_the_tables_root_fails_like_spark(
+    spark: SparkSession, tmp_path: Path, read: str, base: str, spark_says: str, ours_says: str
+) -> None:
+    _tree(tmp_path, {"k=1/x.csv": "id\n1\n"})
+    options = {"header": "true", "basePath": str(tmp_path / base)}
+    with pytest.raises(Exception, match=spark_says):
+        sparks(spark, "csv", tmp_path / read, **options).collect()
+    with pytest.raises(Exception, match=f"Option 'basePath' .*{ours_says}"):
+        files(spark, "csv", tmp_path / read, **options).collect()
+
+
 @pytest.mark.parametrize("schema", [None, "id string"], ids=["inferred", "given"])
 def test_a_dataframe_reads_the_files_listed_when_it_was_defined_like_spark(
     spark: SparkSession, tmp_path: Path, schema: str | None

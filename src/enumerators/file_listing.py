@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import fsspec
 
 from enumerators.table_layout import is_hidden, partition_directories
-from sources.errors import FileReadError
+from sources.errors import DirectoryLayoutError, FileReadError
 from sources.filesystems import modified_ms
 from sources.partitioning import Partition
 
@@ -67,7 +67,7 @@ class Listing:
         if not self.recursive_file_lookup:
             partitions = partition_directories(
                 {name.rpartition("/")[0] for name in found},
-                {self.base_path.rstrip("/") or "/"} if self.base_path else bases,
+                {self._checked_base_path(fs, given)} if self.base_path else bases,
             )
         listed = []
         for name in sorted(found):
@@ -81,6 +81,23 @@ class Listing:
             if self._wanted(info):
                 listed.append(_listed_file(info, partitions.get(directory, ())))
         return listed
+
+    def _checked_base_path(self, fs: fsspec.AbstractFileSystem, roots: Iterable[str]) -> str:
+        """``basePath``, failing as Spark does unless it is a directory the paths start with."""
+        base = (self.base_path or "").rstrip("/") or "/"
+        if not fs.isdir(base):
+            raise DirectoryLayoutError(
+                f"Option 'basePath' ('{self.base_path}') is not a directory: give the "
+                "directory where the table's partition directories start."
+            )
+        for root in sorted(roots):
+            if not root.startswith(base):
+                raise DirectoryLayoutError(
+                    f"Option 'basePath' ('{self.base_path}') does not hold the path '{root}': "
+                    "give the table's root directory, which holds every path read, or leave "
+                    "basePath out."
+                )
+        return base
 
     def _wanted(self, info: Mapping[str, Any]) -> bool:
         """Whether a data file passes ``pathGlobFilter`` and the modification times, which
