@@ -691,6 +691,24 @@ def test_conflicting_directory_trees_fail_like_spark_naming_the_directories(
     same_as_spark(spark, "csv", tmp_path, header="true", recursiveFileLookup="true")
 
 
+def test_a_file_stream_over_directories_that_are_not_one_table_fails_like_sparks(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "table"
+    _tree(table, {"k=1/x.csv": "id\n1\n", "other/z.csv": "id\n3\n"})
+    ours = (
+        spark.readStream.format("splitsource.files")
+        .option("format", "csv")
+        .option("stateLocation", str(tmp_path / "state"))
+    )
+    for reader, says in [
+        (spark.readStream.format("csv"), "CONFLICTING_DIRECTORY_STRUCTURES"),
+        (ours, f"Conflicting directory structures.*'{table / 'other'}'"),
+    ]:
+        with pytest.raises(Exception, match=says):
+            _available_now(reader.option("header", "true").schema("id string").load(str(table)))
+
+
 @pytest.mark.parametrize(
     ("read", "base", "spark_says", "ours_says"),
     [
