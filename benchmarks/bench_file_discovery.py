@@ -101,7 +101,8 @@ def s3_data_set(files: int) -> Iterator[tuple[str, dict[str, Any], FaultyProxy]]
 
 
 def enumerator(url: str, storage: dict[str, Any] | None = None) -> FileEnumerator:
-    given = {"path": url, "format": "json"}
+    # The files lie in subdirectories, which Spark reads only with recursiveFileLookup.
+    given = {"path": url, "format": "json", "recursiveFileLookup": "true"}
     if storage is not None:
         given["storageOptions"] = json.dumps(storage)
     source = FileSource.from_options(parse_options("splitsource.files", FileSource.options, given))

@@ -11,10 +11,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark import cloudpickle
+from pyspark.sql.types import StructType
 
 from helpers.file_parity import files, same_rows
 from sources.files import FileSource
 from sources.spark import register
+from sources.spark.datasource import data_source_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -114,6 +117,23 @@ def test_many_small_files_share_partitions(spark: SparkSession, tmp_path: Path) 
 def test_a_path_matching_nothing_is_a_clear_error(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="matches no files"):
         files(spark, "csv", tmp_path / "nothing-*.csv").count()
+
+
+def test_the_listing_kept_for_a_dataframe_travels_neither_to_tasks_nor_to_streams(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "kept-a.csv").write_text("id\n1\n")
+    options = {"path": str(tmp_path), "format": "csv", "stateLocation": str(tmp_path / "s")}
+    data_source = data_source_for(FileSource)(options)
+    schema = data_source.schema()
+    assert isinstance(schema, StructType)
+    reader = data_source.reader(schema)
+    task = cloudpickle.dumps(reader)  # type: ignore[no-untyped-call]
+    (tmp_path / "kept-b.csv").write_text("id\n2\n")
+    planned = [split for part in reader.partitions() for split in part.splits]  # type: ignore[attr-defined]
+    assert len(planned) == 1 and b"kept-a.csv" in planned[0]
+    assert b"kept-a.csv" not in task
+    assert data_source.streamReader(schema).source.listed is None  # type: ignore[attr-defined]
 
 
 def stream(spark: SparkSession, path: Path, schema: Any, **options: Any) -> DataFrame:

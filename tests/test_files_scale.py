@@ -35,7 +35,8 @@ T = TypeVar("T")
 
 
 def file_source(path: str, **options: str) -> FileSource:
-    given = {"path": path, "format": "json", **options}
+    # The files lie in subdirectories, which Spark reads only with recursiveFileLookup.
+    given = {"path": path, "format": "json", "recursiveFileLookup": "true", **options}
     return FileSource.from_options(parse_options("splitsource.files", FileSource.options, given))
 
 

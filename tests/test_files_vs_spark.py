@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from sources.files import FileSource
 from sources.spark import register
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 pytestmark = pytest.mark.spark
 
@@ -654,6 +655,237 @@ def test_nested_directories_and_brace_globs_read_like_spark(
         (tmp_path / part / "deep" / "f.csv").write_text(f"p\n{part}\n")
     same_as_spark(spark, "csv", f"{tmp_path}/{{x,y}}/*/*.csv", header="true")
     same_as_spark(spark, "csv", tmp_path, header="true", recursiveFileLookup="true")
+
+
+TREES: dict[str, tuple[dict[str, str], str, dict[str, str]]] = {
+    # name: (files below the table, the path read below it, options; ROOT is the table)
+    "a subdirectory that is not a partition": (
+        {"a.csv": "id\n1\n2\n", "sub/b.csv": "id\n3\n4\n"},
+        "",
+        {},
+    ),
+    "the same, recursiveFileLookup": (
+        {"a.csv": "id\n1\n2\n", "sub/b.csv": "id\n3\n4\n"},
+        "",
+        {"recursiveFileLookup": "true"},
+    ),
+    "files at mixed depths": (
+        {"a.csv": "id\n1\n", "x/b.csv": "id\n2\n", "x/y/c.csv": "id\n3\n"},
+        "",
+        {},
+    ),
+    "hidden names, and a partition starting with _": (
+        {
+            "a.csv": "id\n1\n",
+            "_tmp/b.csv": "id\n2\n",
+            ".cache/c.csv": "id\n3\n",
+            "_k=1/d.csv": "id\n4\n",
+            "_k=1/_SUCCESS": "",
+            "_k=1/e.csv._COPYING_": "id\n5\n",
+        },
+        "",
+        {},
+    ),
+    "a stray directory inside a partition": (
+        {"k=1/x.csv": "id\n1\n", "k=1/sub/y.csv": "id\n2\n", "k=2/z.csv": "id\n3\n"},
+        "",
+        {},
+    ),
+    "a file beside the partitions": (
+        {"k=1/x.csv": "id\n1\n", "a.csv": "id\n7\n"},
+        "",
+        {},
+    ),
+    "partitions below a directory that is not one": (
+        {"o/k=1/x.csv": "id\n1\n", "o/k=2/y.csv": "id\n2\n"},
+        "",
+        {},
+    ),
+    "a partition directory read with basePath": (
+        {"k=1/x.csv": "id\n1\n", "k=1/sub/y.csv": "id\n2\n", "k=2/z.csv": "id\n3\n"},
+        "k=1",
+        {"basePath": "ROOT"},
+    ),
+    "a partition directory read without basePath": (
+        {"k=1/x.csv": "id\n1\n", "k=1/sub/y.csv": "id\n2\n"},
+        "k=1",
+        {},
+    ),
+    "a glob of directories": (
+        {"a/x.csv": "id\n1\n", "a/s/y.csv": "id\n2\n", "b/z.csv": "id\n3\n"},
+        "*",
+        {},
+    ),
+    "a glob filter that matches only below": (
+        {"a.json": "{}\n", "sub/b.csv": "id\n2\n", "k=1/c.txt": "id\n3\n"},
+        "",
+        {"pathGlobFilter": "*.csv", "recursiveFileLookup": "true"},
+    ),
+}
+
+
+def _tree(root: Path, tree: dict[str, str]) -> None:
+    for name, text in tree.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+@pytest.mark.parametrize("case", list(TREES))
+def test_directory_trees_read_like_spark(spark: SparkSession, tmp_path: Path, case: str) -> None:
+    tree, below, options = TREES[case]
+    _tree(tmp_path, tree)
+    options = {name: value.replace("ROOT", str(tmp_path)) for name, value in options.items()}
+    same_as_spark(spark, "csv", tmp_path / below, header="true", **options)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "a subdirectory that is not a partition",
+        "hidden names, and a partition starting with _",
+        "a stray directory inside a partition",
+        "a file beside the partitions",
+    ],
+)
+def test_a_file_stream_reads_the_files_of_a_batch_read_like_sparks_file_stream(
+    spark: SparkSession, tmp_path: Path, case: str
+) -> None:
+    tree, _, _ = TREES[case]
+    table = tmp_path / "table"
+    _tree(table, tree)
+    batch = files(spark, "csv", table, header="true")
+    ours = (
+        spark.readStream.format("splitsource.files")
+        .option("format", "csv")
+        .option("stateLocation", str(tmp_path / "state"))
+    )
+    theirs = spark.readStream.format("csv")
+    streamed = [
+        _available_now(reader.option("header", "true").schema(batch.schema).load(str(table)))
+        for reader in (ours, theirs)
+    ]
+    assert streamed[0] == streamed[1] == sorted(batch.collect())
+
+
+def _available_now(df: DataFrame) -> list[Row]:
+    """Every row a stream of ``df`` reads with ``trigger(availableNow=True)``, sorted."""
+    name = f"stream_{uuid.uuid4().hex}"
+    df.writeStream.format("memory").queryName(name).trigger(
+        availableNow=True
+    ).start().awaitTermination(120)
+    return sorted(df.sparkSession.table(name).collect())
+
+
+CONFLICTING_TREES: dict[str, tuple[dict[str, str], str, list[str]]] = {
+    # name: (files, Spark's error class, the directories our error names)
+    "a directory beside the partitions": (
+        {"k=1/x.csv": "id\n1\n", "other/z.csv": "id\n3\n"},
+        "CONFLICTING_DIRECTORY_STRUCTURES",
+        ["k=1", "other"],
+    ),
+    "partitions at two depths": (
+        {"k=1/x.csv": "id\n1\n", "o/k=2/y.csv": "id\n2\n"},
+        "CONFLICTING_DIRECTORY_STRUCTURES",
+        ["k=1", "o/k=2"],
+    ),
+    "different column names": (
+        {"k=1/x.csv": "id\n1\n", "j=2/y.csv": "id\n2\n"},
+        "CONFLICTING_PARTITION_COLUMN_NAMES",
+        ["j=2", "k=1"],
+    ),
+    "files in a partition and in its sub-partition": (
+        {"k=1/x.csv": "id\n1\n", "k=1/j=2/y.csv": "id\n2\n"},
+        "CONFLICTING_PARTITION_COLUMN_NAMES",
+        ["k=1", "k=1/j=2"],
+    ),
+    "an empty partition value": (
+        {"k=/x.csv": "id\n1\n"},
+        "EMPTY_PARTITION_COLUMN_VALUE",
+        ["k="],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFLICTING_TREES))
+def test_conflicting_directory_trees_fail_like_spark_naming_the_directories(
+    spark: SparkSession, tmp_path: Path, case: str
+) -> None:
+    tree, spark_error, named = CONFLICTING_TREES[case]
+    _tree(tmp_path, tree)
+    with pytest.raises(Exception, match=spark_error):
+        sparks(spark, "csv", tmp_path, header="true").collect()
+    with pytest.raises(Exception, match="recursiveFileLookup=true") as raised:
+        files(spark, "csv", tmp_path, header="true").collect()
+    for directory in named:
+        assert f"'{tmp_path / directory}'" in str(raised.value)
+    same_as_spark(spark, "csv", tmp_path, header="true", recursiveFileLookup="true")
+
+
+def test_a_file_stream_over_directories_that_are_not_one_table_fails_like_sparks(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    table = tmp_path / "table"
+    _tree(table, {"k=1/x.csv": "id\n1\n", "other/z.csv": "id\n3\n"})
+    ours = (
+        spark.readStream.format("splitsource.files")
+        .option("format", "csv")
+        .option("stateLocation", str(tmp_path / "state"))
+    )
+    for reader, says in [
+        (spark.readStream.format("csv"), "CONFLICTING_DIRECTORY_STRUCTURES"),
+        (ours, f"Conflicting directory structures.*'{table / 'other'}'"),
+    ]:
+        with pytest.raises(Exception, match=says):
+            _available_now(reader.option("header", "true").schema("id string").load(str(table)))
+
+
+@pytest.mark.parametrize(
+    ("read", "base", "spark_says", "ours_says"),
+    [
+        ("k=1", "k=1/x.csv", "must be a directory", "is not a directory"),
+        ("", "k=1", "Wrong basePath", "does not hold the path"),
+    ],
+    ids=["a file", "below the path"],
+)
+def test_a_base_path_that_cannot_be_the_tables_root_fails_like_spark(
+    spark: SparkSession, tmp_path: Path, read: str, base: str, spark_says: str, ours_says: str
+) -> None:
+    _tree(tmp_path, {"k=1/x.csv": "id\n1\n"})
+    options = {"header": "true", "basePath": str(tmp_path / base)}
+    with pytest.raises(Exception, match=spark_says):
+        sparks(spark, "csv", tmp_path / read, **options).collect()
+    with pytest.raises(Exception, match=f"Option 'basePath' .*{ours_says}"):
+        files(spark, "csv", tmp_path / read, **options).collect()
+
+
+@pytest.mark.parametrize("schema", [None, "id string"], ids=["inferred", "given"])
+def test_a_dataframe_reads_the_files_listed_when_it_was_defined_like_spark(
+    spark: SparkSession, tmp_path: Path, schema: str | None
+) -> None:
+    frames = {}
+    for reader, ignore in [(files, "false"), (sparks, "false"), (files, "true"), (sparks, "true")]:
+        table = tmp_path / f"{reader.__name__}-{ignore}"
+        _tree(table, {"a.csv": "id\n1\n", "b.csv": "id\n2\n"})
+        frames[reader, ignore] = reader(
+            spark, "csv", table, schema, header="true", ignoreMissingFiles=ignore
+        )
+        if schema is not None:
+            # Given a schema, Spark builds a Python data source at the first action (its
+            # own reader lists at load()): after one action both have listed.
+            assert frames[reader, ignore].count() == 2
+        (table / "a.csv").unlink()
+        (table / "c.csv").write_text("id\n3\n")
+    for reader in (files, sparks):
+        strict = frames[reader, "false"]
+        for action in (strict.collect, strict.where("id > '0'").collect):
+            with pytest.raises(Exception, match=r"a\.csv") as raised:
+                action()
+            if reader is files:
+                assert "does not exist any more" in str(raised.value)
+                assert "ignoreMissingFiles=true skips" in str(raised.value)
+        lenient = frames[reader, "true"]
+        assert [row.id for row in lenient.collect()] == ["2"]
+        assert lenient.where("id > '0'").count() == 1
 
 
 def test_corrupt_files_among_good_ones_are_skipped_like_spark(

@@ -1,4 +1,4 @@
-"""Listing files: paths, globs and filters, and the Hive partitions of their directories."""
+"""Listing files: paths, globs and filters, and which files a read takes of those found."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import Any, NamedTuple
 
 import fsspec
 
-from sources.errors import FileReadError
+from enumerators.table_layout import is_hidden, partition_directories
+from sources.errors import DirectoryLayoutError, FileReadError
 from sources.filesystems import modified_ms
+from sources.partitioning import Partition
 
 __all__ = ["ListedFile", "Listing", "braces_expanded", "split_outside_braces"]
 
@@ -38,30 +40,69 @@ class Listing:
     """Where partition directories start (Spark's ``basePath``); else at each path."""
 
     def files(self, fs: fsspec.AbstractFileSystem) -> list[ListedFile]:
-        """Every data file under the paths, by path; hidden ones (``_x``, ``.x``) skipped."""
-        found: dict[str, ListedFile] = {}
-        directories: dict[tuple[str, str], tuple[tuple[str, str], ...] | None] = {}
-        for path in self.paths:
-            for base, entries in _listed(fs, path):
-                for info in entries:
-                    directory, _, name = info["name"].rpartition("/")
-                    modified = modified_ms(info)
-                    if name.startswith(("_", ".")) or not self._wanted(name, modified):
-                        continue
-                    key = (base, directory)
-                    if key not in directories:
-                        directories[key] = _partition(self.base_path or base, directory)
-                    partition = directories[key]
-                    if partition is None:
-                        continue  # below a hidden directory
-                    if self.recursive_file_lookup:
-                        partition = ()
-                    found[info["name"]] = ListedFile(
-                        info["name"], int(info["size"]), modified, partition
-                    )
-        return [found[path] for path in sorted(found)]
+        """The data files Spark's file index reads under the paths, by path.
 
-    def _wanted(self, name: str, modified: int) -> bool:
+        Hidden names (:func:`~enumerators.table_layout.is_hidden`) are left out. Without
+        partition directories only the files directly in the paths are read (or the
+        paths themselves); with them, only the files of partition directories; with
+        ``recursiveFileLookup``, every file below, without partitions.
+        """
+        found: dict[str, Mapping[str, Any]] = {}
+        given: set[str] = set()  # the directories and files the paths name (or globs match)
+        bases: set[str] = set()
+        hidden_below: dict[tuple[str, str], bool] = {}
+        for path in self.paths:
+            for root in _listed(fs, path):
+                base = root.path if root.is_directory else root.path.rpartition("/")[0]
+                bases.add(base)
+                given.add(root.path)
+                for info in root.entries:
+                    directory, _, name = info["name"].rpartition("/")
+                    key = (base, directory)
+                    if key not in hidden_below:
+                        hidden_below[key] = _below_hidden(base, directory)
+                    if not (is_hidden(name) or hidden_below[key]):
+                        found[info["name"]] = info
+        partitions: dict[str, Partition] = {}
+        if not self.recursive_file_lookup:
+            partitions = partition_directories(
+                {name.rpartition("/")[0] for name in found},
+                {self._checked_base_path(fs, given)} if self.base_path else bases,
+            )
+        listed = []
+        for name in sorted(found):
+            directory = name.rpartition("/")[0]
+            if partitions:
+                if directory not in partitions:
+                    continue
+            elif not (self.recursive_file_lookup or directory in given or name in given):
+                continue
+            info = found[name]
+            if self._wanted(info):
+                listed.append(_listed_file(info, partitions.get(directory, ())))
+        return listed
+
+    def _checked_base_path(self, fs: fsspec.AbstractFileSystem, roots: Iterable[str]) -> str:
+        """``basePath``, failing as Spark does unless it is a directory the paths start with."""
+        base = (self.base_path or "").rstrip("/") or "/"
+        if not fs.isdir(base):
+            raise DirectoryLayoutError(
+                f"Option 'basePath' ('{self.base_path}') is not a directory: give the "
+                "directory where the table's partition directories start."
+            )
+        for root in sorted(roots):
+            if not root.startswith(base):
+                raise DirectoryLayoutError(
+                    f"Option 'basePath' ('{self.base_path}') does not hold the path '{root}': "
+                    "give the table's root directory, which holds every path read, or leave "
+                    "basePath out."
+                )
+        return base
+
+    def _wanted(self, info: Mapping[str, Any]) -> bool:
+        """Whether a data file passes ``pathGlobFilter`` and the modification times, which
+        Spark applies after partition discovery."""
+        name, modified = info["name"].rpartition("/")[2], modified_ms(info)
         if self.path_glob_filter and not any(
             fnmatch.fnmatchcase(name, pattern) for pattern in braces_expanded(self.path_glob_filter)
         ):
@@ -71,9 +112,15 @@ class Listing:
         return self.modified_before_ms is None or modified < self.modified_before_ms
 
 
-def _listed(
-    fs: fsspec.AbstractFileSystem, path: str
-) -> list[tuple[str, Iterable[Mapping[str, Any]]]]:
+class _Root(NamedTuple):
+    """A directory or file a path names, and the entries of the files below it (or its own)."""
+
+    path: str
+    is_directory: bool
+    entries: Iterable[Mapping[str, Any]]
+
+
+def _listed(fs: fsspec.AbstractFileSystem, path: str) -> list[_Root]:
     """:func:`_expand`, with listing failures turned into errors that name the path."""
     try:
         return list(_expand(fs, path))
@@ -91,25 +138,22 @@ def _listed(
         ) from error
 
 
-def _expand(
-    fs: fsspec.AbstractFileSystem, path: str
-) -> Iterable[tuple[str, Iterable[Mapping[str, Any]]]]:
-    """The listing entries of the files of ``path``, by the directory partitions start from."""
+def _expand(fs: fsspec.AbstractFileSystem, path: str) -> Iterable[_Root]:
+    """The directories and files ``path`` names, globs matched, with their files' entries."""
     if any(char in path for char in "*?[{"):
         matches: dict[str, Mapping[str, Any]] = {}
         for pattern in braces_expanded(path):
             matches.update(fs.glob(pattern, detail=True))
-        for name, info in sorted(matches.items()):
-            if info["type"] == "directory":
-                yield name, _walk(fs, name)
-            else:
-                yield posixpath.dirname(name), [info]
+        for name in sorted(matches):
+            yield _root(fs, matches[name])
         return
-    info = fs.info(path)
+    yield _root(fs, fs.info(path))
+
+
+def _root(fs: fsspec.AbstractFileSystem, info: Mapping[str, Any]) -> _Root:
     if info["type"] == "directory":
-        yield info["name"], _walk(fs, info["name"])
-    else:
-        yield posixpath.dirname(info["name"]), [info]
+        return _Root(info["name"], True, _walk(fs, info["name"]))
+    return _Root(info["name"], False, [info])
 
 
 def braces_expanded(pattern: str) -> list[str]:
@@ -151,20 +195,18 @@ def _walk(fs: fsspec.AbstractFileSystem, directory: str) -> list[Mapping[str, An
     return list(fs.find(directory, detail=True, withdirs=False).values())
 
 
-def _partition(base: str, directory: str) -> tuple[tuple[str, str], ...] | None:
-    """The ``key=value`` pairs of ``directory`` below ``base``; None if a part is hidden."""
+def _listed_file(info: Mapping[str, Any], partition: Partition = ()) -> ListedFile:
+    return ListedFile(info["name"], int(info["size"]), modified_ms(info), partition)
+
+
+def _below_hidden(base: str, directory: str) -> bool:
+    """Whether ``directory`` lies below a hidden directory under ``base``."""
+    if directory == base:
+        return False
     prefix = base.rstrip("/") + "/"
-    if directory == base.rstrip("/"):
-        return ()
-    if directory.startswith(prefix):
-        relative = directory[len(prefix) :]
-    else:
-        relative = posixpath.relpath(directory, base)
-    pairs = []
-    for part in relative.split("/"):
-        if part.startswith(("_", ".")):
-            return None
-        key, equals, value = part.partition("=")
-        if equals and key:
-            pairs.append((key, value))
-    return tuple(pairs)
+    relative = (
+        directory[len(prefix) :]
+        if directory.startswith(prefix)
+        else posixpath.relpath(directory, base)
+    )
+    return any(is_hidden(part) for part in relative.split("/"))

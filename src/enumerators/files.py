@@ -250,7 +250,8 @@ class FileEnumerator(PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, lis
     The files of the last listing wait in memory in hand-out order and are cut
     into splits only when handed out, a file's splits one after the other. A
     file becomes seen when a split of it is handed out, and unseen again when
-    all its splits are given back.
+    all its splits are given back. Given ``listed`` (a bounded read's files, listed
+    before), it hands those out instead of listing.
     """
 
     def __init__(
@@ -262,8 +263,10 @@ class FileEnumerator(PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, lis
         max_file_age_ms: int | None = None,
         latest_first: bool = False,
         cleaner: SourceCleaner | None = None,
+        listed: Sequence[ListedFile] | None = None,
     ) -> None:
         self._fs = fs
+        self._listed = listed
         self._listing = listing
         self._cutter = cutter
         self._seen = dict(state.seen)
@@ -282,6 +285,8 @@ class FileEnumerator(PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, lis
         self._return(state.pending)
 
     def discover_more_splits(self) -> list[ListedFile]:
+        if self._listed is not None:
+            return list(self._listed)
         return self._listing.files(self._fs)
 
     def handle_discovered_splits(self, discovered: list[ListedFile]) -> None:

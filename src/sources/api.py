@@ -254,6 +254,22 @@ class Source(ABC, Generic[SplitT, StateT]):
         """
         return self, filters
 
+    def pin(self) -> None:
+        """Take what a bounded read must find the same at every action of one DataFrame.
+
+        Called once when Spark builds the DataFrame's data source (at ``load()``; at
+        its first action when ``.schema(...)`` is given), before Spark keeps it,
+        pickled, for every query of the DataFrame. The file source lists its files
+        here, as Spark's file sources list at ``load()``. The default takes nothing.
+        """
+
+    def unpinned(self) -> Self:
+        """This source without what :meth:`pin` took: what streams and Spark tasks get.
+
+        The default is the source itself.
+        """
+        return self
+
     @abstractmethod
     def create_reader(self, schema: pa.Schema) -> SplitReader[SplitT]:
         """A split reader for one Spark task that produces ``schema``. Executor only.

@@ -12,6 +12,7 @@ __all__ = [
     "CorruptDataError",
     "CorruptFileError",
     "DataLossError",
+    "DirectoryLayoutError",
     "DiscoveryError",
     "FileReadError",
     "InvalidOptionError",
@@ -140,6 +141,10 @@ class StateStoreError(SplitSourceError, RuntimeError):
     is writable with the ``stateStorageOptions``, and that it is the one the
     checkpoint was written with.
     """
+
+
+class DirectoryLayoutError(SplitSourceError, ValueError):
+    """The directories below a path do not form one table of partitions, as Spark requires."""
 
 
 class DiscoveryError(SplitSourceError, RuntimeError):

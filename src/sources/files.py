@@ -90,7 +90,7 @@ def _paths(text: str) -> tuple[str, ...]:
 
 
 class FileSource(Source[FileSplit, FileEnumeratorState]):
-    """Files in one ``format`` under ``path``: directories (recursive), files or globs.
+    """Files in one ``format`` under ``path``: directories (as Spark reads them), files or globs.
 
     Example::
 
@@ -184,6 +184,9 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         self.infer_partition_types = infer_partition_types
         self.partition_columns: dict[str, pa.DataType] = {}
         """The partition columns of the read schema, once filters are pushed."""
+        self.listed: tuple[tuple[Any, ...], ...] | None = None
+        """The files of a bounded read once listed, as plain tuples (a million pickle in
+        about 2 s, a third of the time of :class:`ListedFile` objects)."""
 
     @classmethod
     def from_options(cls, options: Options) -> FileSource:
@@ -231,7 +234,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         return self.storage.options if same_filesystem(url, self.storage.url) else {}
 
     def schema(self) -> StructType:
-        files = self.listing.files(self.storage.fs)
+        files = self._listed_once()
         if not files:
             raise InvalidOptionError(
                 self.format_name(),
@@ -287,6 +290,23 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
                 f"the files' schemas do not merge ({error}); give a schema with .schema(...)",
             ) from None
 
+    def pin(self) -> None:
+        """List the files: every query of the DataFrame reads these, as Spark lists at load()."""
+        self._listed_once()
+
+    def unpinned(self) -> FileSource:
+        if self.listed is None:
+            return self
+        unpinned = copy.copy(self)
+        unpinned.listed = None
+        return unpinned
+
+    def _listed_once(self) -> list[ListedFile]:
+        """The files of a bounded read, listed when first asked for and then kept."""
+        if self.listed is None:
+            self.listed = tuple(tuple(file) for file in self.listing.files(self.storage.fs))
+        return [ListedFile._make(file) for file in self.listed]
+
     def _enumerator(self, state: FileEnumeratorState, streaming: bool = True) -> FileEnumerator:
         return FileEnumerator(
             self.storage.fs,
@@ -296,6 +316,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
             max_file_age_ms=self.max_file_age_ms if streaming else None,
             latest_first=self.latest_first,
             cleaner=self.cleaner,
+            listed=None if streaming else self._listed_once(),
         )
 
     def create_enumerator(self, context: EnumeratorContext) -> FileEnumerator:

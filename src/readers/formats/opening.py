@@ -55,7 +55,9 @@ def missing_file_error(path: str) -> MissingFileError:
     """The error for ``path``, listed but gone before it was read."""
     return MissingFileError(
         f"File '{path}' does not exist any more: it was listed, then deleted or renamed "
-        "before it was read. ignoreMissingFiles=true skips files that disappear."
+        "before it was read (a spark.read DataFrame reads the files listed when it was "
+        "defined: load() again to read the files there now). ignoreMissingFiles=true "
+        "skips files that disappear."
     )
 
 

@@ -167,6 +167,7 @@ class SplitSourceDataSource(DataSource):
             options, (*READ_OPTIONS, *STREAM_OPTIONS)
         )
         check_stream_options(self.source, self.read_options)
+        self.source.pin()
 
     @classmethod
     def name(cls) -> str:
@@ -191,7 +192,9 @@ class SplitSourceDataSource(DataSource):
 
     @shown_plainly
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SplitSourceStreamReader(self.source, schema, self.read_options, self._cores())
+        return SplitSourceStreamReader(
+            self.source.unpinned(), schema, self.read_options, self._cores()
+        )
 
     def _cores(self) -> int:
         return driver_cores() if self.parallelism is None else self.parallelism

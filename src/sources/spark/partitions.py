@@ -67,6 +67,9 @@ class SplitPartitionReading:
         self.options = options
         self.parallelism = parallelism
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "source": self.source.unpinned()}
+
     def partitions_of(self, splits: Sequence[SourceSplit]) -> list[SplitPartition]:
         """Pack ``splits``, as the source refines them, into partitions as the options say."""
         splits = self.source.refine_plan(splits)

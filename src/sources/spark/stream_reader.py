@@ -124,9 +124,7 @@ class SplitSourceStreamReader(
         self._coordinator: StreamCoordinator | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_coordinator"] = None
-        return state
+        return {**super().__getstate__(), "_coordinator": None}
 
     @property
     def coordinator(self) -> StreamCoordinator:

@@ -58,6 +58,7 @@ def read_all(
     given = {key: str(value) for key, value in (options or {}).items()}
     data_source = data_source_for(source_class)(given)
     declared = data_source.schema() if schema is None else schema
+    data_source = shipped(data_source)  # Spark keeps it pickled from load() to the action
     struct = parse_ddl(declared) if isinstance(declared, str) else declared
     reader = data_source.reader(struct)
     if filters and isinstance(reader, SplitPartitionReading):
