@@ -36,6 +36,7 @@ from sources.spark.pushdown import PUSH_FILTERS_CHOICES, enable_filter_pushdown,
 from sources.spark.session import check_spark_version, use_this_python
 from sources.spark.stream_reader import (
     STREAM_OPTIONS,
+    RefusedStreamReader,
     SplitSourceStreamReader,
     check_stream_options,
 )
@@ -190,11 +191,13 @@ class SplitSourceDataSource(DataSource):
         reader = FilteringSourceReader if pushes else BoundedSourceReader
         return reader(self.source, schema, self.read_options, self._cores())
 
-    @shown_plainly
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SplitSourceStreamReader(
-            self.source.unpinned(), schema, self.read_options, self._cores()
-        )
+        try:
+            return SplitSourceStreamReader(
+                self.source.unpinned(), schema, self.read_options, self._cores()
+            )
+        except Exception as error:  # raised from the first call instead: see the class
+            return RefusedStreamReader(error)
 
     def _cores(self) -> int:
         return driver_cores() if self.parallelism is None else self.parallelism

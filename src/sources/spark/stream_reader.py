@@ -8,7 +8,7 @@ read partitions on executors never touch the coordinator.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -32,7 +32,12 @@ from sources.options import Option, Options
 from sources.spark.partitions import SplitPartitionReading
 from sources.spark.plain_errors import shown_plainly
 
-__all__ = ["STREAM_OPTIONS", "SplitSourceStreamReader", "check_stream_options"]
+__all__ = [
+    "STREAM_OPTIONS",
+    "RefusedStreamReader",
+    "SplitSourceStreamReader",
+    "check_stream_options",
+]
 
 STREAM_OPTIONS: tuple[Option, ...] = (
     Option.integer(
@@ -183,3 +188,46 @@ class SplitSourceStreamReader(
     def stop(self) -> None:
         if self._coordinator is not None:
             self._coordinator.close()
+
+
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Stands in for a stream reader that could not be made, and raises why on every call.
+
+    PySpark (4.3) loses an error that ``streamReader()`` raises: its runner then calls
+    ``stop()`` on a reader it never got, and the query fails with an ``UnboundLocalError``
+    instead. Raised from the first call, the error reaches the user as it is.
+    """
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    @shown_plainly
+    def initialOffset(self) -> dict[str, Any]:
+        raise self.error
+
+    @shown_plainly
+    def getDefaultReadLimit(self) -> ReadLimit:
+        raise self.error
+
+    @shown_plainly
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        raise self.error
+
+    @shown_plainly
+    def prepareForTriggerAvailableNow(self) -> None:
+        raise self.error
+
+    @shown_plainly
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        raise self.error
+
+    @shown_plainly
+    def commit(self, end: dict[str, Any]) -> None:
+        raise self.error
+
+    @shown_plainly
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        raise self.error
+
+    def stop(self) -> None:
+        """Nothing was started."""
