@@ -48,7 +48,9 @@ class Case(enum.StrEnum):
     DETERMINISTIC_INITIAL_OFFSET = "deterministic_initial_offset"
     """The initial offset is the same across restarts before the first commit."""
     WAKEUP_LATENCY = "wakeup_latency"
-    """``wakeup()`` makes a blocked ``fetch`` return promptly, also when called before it."""
+    """``wakeup()`` makes a blocked ``fetch`` return promptly, also when called before it; a
+    fetch of a range past an unbounded split's records may fail, but if it waits, a wakeup
+    ends the wait."""
 
 
 class ConformanceContext(ABC):
