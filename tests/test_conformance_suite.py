@@ -18,7 +18,7 @@ from enumerators.static import StaticSplitEnumerator
 from readers.base import RecordsBySplit, SplitsAddition
 from readers.numbers import NumberSequenceSplitReader
 from readers.rate import RateSplitReader
-from sources.errors import DataLossError
+from sources.errors import CorruptDataError, DataLossError
 from sources.numbers import NumberSequenceSource
 from sources.rate import RateSource
 from sources.serialization import frame
@@ -256,6 +256,90 @@ def test_the_older_versions_case_says_to_write_golden_files_when_there_are_none(
     context.golden_directory = tmp_path / "golden"  # type: ignore[misc]
     with pytest.raises(pytest.skip.Exception, match="run the golden_files case"):
         Suite().test_older_versions(context)
+
+
+class EvolvedSerializer(NumberSequenceSplitSerializer):
+    """Version 2 appends a byte (a field whose default the golden value keeps); reads 1 too."""
+
+    @property
+    def version(self) -> int:
+        return 2
+
+    def serialize(self, obj: NumberSequenceSplit) -> bytes:
+        return super().serialize(obj) + b"\x01"
+
+    def deserialize(self, version: int, data: bytes) -> NumberSequenceSplit:
+        return super().deserialize(1, data if version == 1 else data[:-1])
+
+
+class ForgetfulEvolvedSerializer(EvolvedSerializer):
+    """Version 2 that no longer reads version 1."""
+
+    def deserialize(self, version: int, data: bytes) -> NumberSequenceSplit:
+        if version == 1:
+            raise CorruptDataError("number sequence split version 1 is not read any more")
+        return super().deserialize(version, data)
+
+
+class EvolvedNumbers(NumberSequenceSource):
+    def split_serializer(self) -> NumberSequenceSplitSerializer:
+        return EvolvedSerializer()
+
+
+class ForgetfulEvolvedNumbers(NumberSequenceSource):
+    def split_serializer(self) -> NumberSequenceSplitSerializer:
+        return ForgetfulEvolvedSerializer()
+
+
+def test_an_older_golden_file_is_kept_and_read_with_no_code_per_version(tmp_path: Path) -> None:
+    """Version 1's file, written while it was current, must read as the one golden value
+    under version 2; a version 2 that cannot read it fails, naming version 1."""
+
+    def evolving(source_class: type[NumberSequenceSource]) -> _GoldenNumbers:
+        context = _GoldenNumbers(tmp_path)  # one golden_split for every version
+        context.source_class = source_class  # type: ignore[misc]
+        context.golden_directory = tmp_path / "golden"  # type: ignore[misc]
+        context.golden_prefix = "evolving"  # type: ignore[misc]
+        return context
+
+    with pytest.raises(pytest.skip.Exception, match=r"evolving_split_v1\.bin"):
+        Suite().test_golden_files(evolving(NumberSequenceSource))
+    with pytest.raises(pytest.skip.Exception, match=r"evolving_split_v2\.bin"):
+        Suite().test_golden_files(evolving(EvolvedNumbers))  # v1's file stays
+    assert {p.name for p in (tmp_path / "golden").iterdir()} == {
+        "evolving_split_v1.bin",
+        "evolving_split_v2.bin",
+        "evolving_state_v1.bin",
+    }
+    Suite().test_older_versions(evolving(EvolvedNumbers))
+    with pytest.raises(
+        AssertionError,
+        match=r"evolving_split_v1\.bin reads as .*\(version 2\) no longer reads its version 1",
+    ):
+        Suite().test_older_versions(evolving(ForgetfulEvolvedNumbers))
+    Suite().test_golden_files(evolving(ForgetfulEvolvedNumbers))  # today's file alone reads
+
+
+def test_an_older_version_that_reads_otherwise_is_named_and_overridden(tmp_path: Path) -> None:
+    """A golden value changed with version 2 fails on version 1's file until golden_split
+    gives version 1 the value its file reads as."""
+    old, new = NumberSequenceSplit(7, -5, 10), NumberSequenceSplit(7, -5, 11)
+
+    def evolving(source_class: type[NumberSequenceSource], value: Any) -> _GoldenNumbers:
+        context = _GoldenNumbers(tmp_path)
+        context.source_class = source_class  # type: ignore[misc]
+        context.golden_directory = tmp_path / "golden"  # type: ignore[misc]
+        context.golden_split = value  # type: ignore[method-assign]
+        return context
+
+    with pytest.raises(pytest.skip.Exception):
+        Suite().test_golden_files(evolving(NumberSequenceSource, lambda version: old))
+    with pytest.raises(pytest.skip.Exception):
+        Suite().test_golden_files(evolving(EvolvedNumbers, lambda version: new))
+    with pytest.raises(AssertionError, match=r"return that value from golden_split\(1\)"):
+        Suite().test_older_versions(evolving(EvolvedNumbers, lambda version: new))
+    per_version = evolving(EvolvedNumbers, lambda version: old if version == 1 else new)
+    Suite().test_older_versions(per_version)
 
 
 class _ForgetfulEnumerator(StaticSplitEnumerator[NumberSequenceSplit]):

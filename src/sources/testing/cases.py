@@ -249,6 +249,8 @@ class GoldenFile:
         return [self.path(v) for v in there]
 
     def check(self, version: int) -> None:
+        """The file of ``version`` reads, with today's serializer, as the golden value of
+        ``version``; fail saying which likely cause applies."""
         path = self.path(version)
         expected = self.value(version)
         try:
@@ -263,8 +265,18 @@ class GoldenFile:
                 f"the {self.kind} serializer's layout changed without a version bump: raise its "
                 f"version to {current + 1} and keep reading version {current} in deserialize"
             )
+        elif isinstance(value, SerializationError):
+            cause = (
+                f"the {self.kind} serializer (version {current}) no longer reads its version "
+                f"{version}: keep reading version {version} in deserialize"
+            )
         else:
-            cause = f"the {self.kind} serializer no longer reads its version {version}"
+            cause = (
+                f"the {self.kind} serializer (version {current}) reads its version {version} "
+                f"otherwise than golden_{self.kind}({version}) says; if that version "
+                f"legitimately reads so (a field added since takes its default there), return "
+                f"that value from golden_{self.kind}({version})"
+            )
         raise AssertionError(
             f"{path} reads as {value!r}, not {expected!r}: {cause} (or golden_{self.kind}"
             f"({version}) changed; a golden file is never regenerated)"
