@@ -127,9 +127,9 @@ class ConformanceContext(ABC):
 
         The kit writes the file of the current version from it, once, and checks the files
         of every version against it. Return one value whatever ``version`` is while each
-        older file reads as the current value (a field added since has the value's default);
-        return another value only for the versions that read differently. Choose values that
-        exercise the format (limits, non-ASCII text, empty parts)."""
+        older file reads as it (the usual evolution: a field added later, left at its default
+        in the value); return another only for a version that reads differently. Choose
+        values that exercise the format (limits, non-ASCII text, empty parts)."""
         raise NotImplementedError(f"{type(self).__name__} gives no golden split")
 
     def golden_state(self, version: int) -> Any:
