@@ -15,13 +15,17 @@ import pytest
 
 from enumerators.base import EnumeratorContext
 from enumerators.static import StaticSplitEnumerator
-from readers.base import RecordsBySplit
+from readers.base import RecordsBySplit, SplitsAddition
 from readers.numbers import NumberSequenceSplitReader
+from readers.rate import RateSplitReader
+from sources.errors import CorruptDataError, DataLossError
 from sources.numbers import NumberSequenceSource
+from sources.rate import RateSource
 from sources.serialization import frame
 from sources.splits.numbers import NumberSequenceSplit, NumberSequenceSplitSerializer
+from sources.splits.rate import RateSplit
 from sources.testing.conformance import Case, SourceConformanceSuite
-from test_conformance import NumbersContext
+from test_conformance import NumbersContext, RateContext
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -101,6 +105,73 @@ def test_an_initial_offset_that_changes_between_drivers_fails_naming_the_cause(
 def test_a_reader_that_sleeps_through_wakeups_fails(tmp_path: Path) -> None:
     context = context_of(DrowsyNumbers, tmp_path)
     with pytest.raises(AssertionError, match=r"a fetch took \d\.\d+s, more than 1\.00s"):
+        Suite().test_wakeup_latency(context, tmp_path)
+
+
+class _RangeCheckingReader(RateSplitReader):
+    """Tells, at its first fetch, whether a range ends past the rows the rate produced so far;
+    ``past_the_data`` decides what it then does."""
+
+    def __init__(self, rows_per_second: int) -> None:
+        super().__init__()
+        self._rows_per_second = rows_per_second
+        self._added: list[RateSplit] = []
+
+    def handle_splits_changes(self, change: SplitsAddition[RateSplit]) -> None:
+        self._added.extend(change.splits)
+        super().handle_splits_changes(change)
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        added, self._added = self._added, []
+        for split in added:
+            produced = (time.time_ns() // 1_000_000 - split.created_ms) * self._rows_per_second
+            if (split.end or 0) > produced // (1000 * split.count):
+                return self.past_the_data(split, timeout)
+        return super().fetch(timeout)
+
+    def past_the_data(self, split: RateSplit, timeout: float) -> RecordsBySplit:
+        raise DataLossError(f"split {split.split_id} ends past the rows produced: truncated")
+
+
+class _SleepingReader(_RangeCheckingReader):
+    """Waits for rows that do not exist yet, whatever ``wakeup()`` says."""
+
+    def past_the_data(self, split: RateSplit, timeout: float) -> RecordsBySplit:
+        time.sleep(min(timeout, 3.0))
+        return RecordsBySplit()
+
+
+class StrictRate(RateSource):
+    name = "strictrate"
+
+    def create_reader(self, schema: Any) -> _RangeCheckingReader:
+        return _RangeCheckingReader(self.rows_per_second)
+
+
+class SleepingRate(RateSource):
+    name = "sleepingrate"
+
+    def create_reader(self, schema: Any) -> _RangeCheckingReader:
+        return _SleepingReader(self.rows_per_second)
+
+
+def rate_context_of(source_class: type[RateSource], directory: Path) -> RateContext:
+    context = RateContext(directory)
+    context.source_class = source_class  # type: ignore[misc]
+    return context
+
+
+def test_a_reader_that_fails_on_a_range_past_its_data_passes_the_wakeup_case(
+    tmp_path: Path,
+) -> None:
+    """The framework only plans ranges whose records exist, so failing fast on one that ends
+    past the data (a truncated log) is allowed: the kit's range past the end may be refused."""
+    Suite().test_wakeup_latency(rate_context_of(StrictRate, tmp_path), tmp_path)
+
+
+def test_a_reader_waiting_for_missing_records_through_a_wakeup_fails(tmp_path: Path) -> None:
+    context = rate_context_of(SleepingRate, tmp_path)
+    with pytest.raises(AssertionError, match=r"a blocked fetch returned \d\.\d+s after wakeup"):
         Suite().test_wakeup_latency(context, tmp_path)
 
 
@@ -185,6 +256,90 @@ def test_the_older_versions_case_says_to_write_golden_files_when_there_are_none(
     context.golden_directory = tmp_path / "golden"  # type: ignore[misc]
     with pytest.raises(pytest.skip.Exception, match="run the golden_files case"):
         Suite().test_older_versions(context)
+
+
+class EvolvedSerializer(NumberSequenceSplitSerializer):
+    """Version 2 appends a byte (a field whose default the golden value keeps); reads 1 too."""
+
+    @property
+    def version(self) -> int:
+        return 2
+
+    def serialize(self, obj: NumberSequenceSplit) -> bytes:
+        return super().serialize(obj) + b"\x01"
+
+    def deserialize(self, version: int, data: bytes) -> NumberSequenceSplit:
+        return super().deserialize(1, data if version == 1 else data[:-1])
+
+
+class ForgetfulEvolvedSerializer(EvolvedSerializer):
+    """Version 2 that no longer reads version 1."""
+
+    def deserialize(self, version: int, data: bytes) -> NumberSequenceSplit:
+        if version == 1:
+            raise CorruptDataError("number sequence split version 1 is not read any more")
+        return super().deserialize(version, data)
+
+
+class EvolvedNumbers(NumberSequenceSource):
+    def split_serializer(self) -> NumberSequenceSplitSerializer:
+        return EvolvedSerializer()
+
+
+class ForgetfulEvolvedNumbers(NumberSequenceSource):
+    def split_serializer(self) -> NumberSequenceSplitSerializer:
+        return ForgetfulEvolvedSerializer()
+
+
+def test_an_older_golden_file_is_kept_and_read_with_no_code_per_version(tmp_path: Path) -> None:
+    """Version 1's file, written while it was current, must read as the one golden value
+    under version 2; a version 2 that cannot read it fails, naming version 1."""
+
+    def evolving(source_class: type[NumberSequenceSource]) -> _GoldenNumbers:
+        context = _GoldenNumbers(tmp_path)  # one golden_split for every version
+        context.source_class = source_class  # type: ignore[misc]
+        context.golden_directory = tmp_path / "golden"  # type: ignore[misc]
+        context.golden_prefix = "evolving"  # type: ignore[misc]
+        return context
+
+    with pytest.raises(pytest.skip.Exception, match=r"evolving_split_v1\.bin"):
+        Suite().test_golden_files(evolving(NumberSequenceSource))
+    with pytest.raises(pytest.skip.Exception, match=r"evolving_split_v2\.bin"):
+        Suite().test_golden_files(evolving(EvolvedNumbers))  # v1's file stays
+    assert {p.name for p in (tmp_path / "golden").iterdir()} == {
+        "evolving_split_v1.bin",
+        "evolving_split_v2.bin",
+        "evolving_state_v1.bin",
+    }
+    Suite().test_older_versions(evolving(EvolvedNumbers))
+    with pytest.raises(
+        AssertionError,
+        match=r"evolving_split_v1\.bin reads as .*\(version 2\) no longer reads its version 1",
+    ):
+        Suite().test_older_versions(evolving(ForgetfulEvolvedNumbers))
+    Suite().test_golden_files(evolving(ForgetfulEvolvedNumbers))  # today's file alone reads
+
+
+def test_an_older_version_that_reads_otherwise_is_named_and_overridden(tmp_path: Path) -> None:
+    """A golden value changed with version 2 fails on version 1's file until golden_split
+    gives version 1 the value its file reads as."""
+    old, new = NumberSequenceSplit(7, -5, 10), NumberSequenceSplit(7, -5, 11)
+
+    def evolving(source_class: type[NumberSequenceSource], value: Any) -> _GoldenNumbers:
+        context = _GoldenNumbers(tmp_path)
+        context.source_class = source_class  # type: ignore[misc]
+        context.golden_directory = tmp_path / "golden"  # type: ignore[misc]
+        context.golden_split = value  # type: ignore[method-assign]
+        return context
+
+    with pytest.raises(pytest.skip.Exception):
+        Suite().test_golden_files(evolving(NumberSequenceSource, lambda version: old))
+    with pytest.raises(pytest.skip.Exception):
+        Suite().test_golden_files(evolving(EvolvedNumbers, lambda version: new))
+    with pytest.raises(AssertionError, match=r"return that value from golden_split\(1\)"):
+        Suite().test_older_versions(evolving(EvolvedNumbers, lambda version: new))
+    per_version = evolving(EvolvedNumbers, lambda version: old if version == 1 else new)
+    Suite().test_older_versions(per_version)
 
 
 class _ForgetfulEnumerator(StaticSplitEnumerator[NumberSequenceSplit]):

@@ -63,6 +63,9 @@ class SplitReader(ABC, Generic[SplitT]):
     Batches may have the declared schema or one that casts to it safely; the
     runtime makes them match exactly and cuts them to the batch size limits.
     The runtime creates one per Spark task with ``Source.create_reader``, on the fetcher thread.
+    Each split it is given is a bounded range whose records exist (its end is a position the
+    enumerator produced), in a stream as in a bounded read; records of it that are missing
+    were lost: raise (a ``DataLossError``), or skip them where the source's options allow.
 
     Examples
     --------

@@ -48,7 +48,9 @@ class Case(enum.StrEnum):
     DETERMINISTIC_INITIAL_OFFSET = "deterministic_initial_offset"
     """The initial offset is the same across restarts before the first commit."""
     WAKEUP_LATENCY = "wakeup_latency"
-    """``wakeup()`` makes a blocked ``fetch`` return promptly, also when called before it."""
+    """``wakeup()`` makes a blocked ``fetch`` return promptly, also when called before it; a
+    fetch of a range past an unbounded split's records may fail, but if it waits, a wakeup
+    ends the wait."""
 
 
 class ConformanceContext(ABC):
@@ -73,7 +75,8 @@ class ConformanceContext(ABC):
 
     golden_prefix: ClassVar[str | None] = None
     """The golden files are ``<prefix>_split_v<version>.bin`` and
-    ``<prefix>_state_v<version>.bin``; ``None``: the source's ``name``."""
+    ``<prefix>_state_v<version>.bin``, one pair per serializer version, each kept once
+    written; ``None``: the source's ``name``."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -120,12 +123,19 @@ class ConformanceContext(ABC):
         """A hypothesis strategy of this source's enumerator states."""
 
     def golden_split(self, version: int) -> SourceSplit:
-        """The split written into the golden file of split serializer ``version``: choose
+        """The split that the golden file of split serializer ``version`` reads as today.
+
+        The kit writes the file of the current version from it, once, and checks the files
+        of every version against it. Return one value whatever ``version`` is while each
+        older file reads as it (the usual evolution: a field added later, left at its default
+        in the value); return another only for a version that reads differently. Choose
         values that exercise the format (limits, non-ASCII text, empty parts)."""
         raise NotImplementedError(f"{type(self).__name__} gives no golden split")
 
     def golden_state(self, version: int) -> Any:
-        """The enumerator state written into the golden file of state serializer ``version``."""
+        """The enumerator state that the golden file of state serializer ``version`` reads as
+        today; one value for every version, as with :meth:`golden_split`, unless an older
+        version reads differently."""
         raise NotImplementedError(f"{type(self).__name__} gives no golden state")
 
 
