@@ -2,7 +2,8 @@
 
 Adding an option of ``splitsource.files`` touches its declaration (with the
 :class:`FormatOptions` field it lands in, if any) and that field; the docs table is
-regenerated from the declaration (``tests/helpers/option_tables.py``).
+regenerated from the declaration (``tests/helpers/option_tables.py``). Likewise a
+stream option and the :class:`AdmissionLimits` field it lands in.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from typing import Any
 
 import pytest
 
+from enumerators.runtime.admission import AdmissionLimits
 from helpers import option_tables
 from readers.formats import FormatOptions
 from sources.file_format_options import format_options_from
 from sources.files import FileSource
 from sources.options import Option, parse_options
+from sources.spark.stream_reader import STREAM_OPTIONS, admission_limits
 
 INTERNAL_FORMAT_FIELDS = {"data_schema", "batch_rows", "row_filters", "extra_values_malformed"}
 """FormatOptions fields the reader sets, not an option."""
@@ -60,6 +63,13 @@ def test_the_options_of_a_plain_read_give_the_default_format_options() -> None:
     built = format_options_from(FileSource.options, parsed)
     assert dataclasses.replace(built, time_zone="UTC") == FormatOptions("csv", built.data_schema)
     assert built.time_zone
+
+
+def test_every_admission_limit_is_filled_by_one_stream_option_with_its_default() -> None:
+    declared = {field: option.default for field, option in landing(STREAM_OPTIONS).items()}
+    assert declared == defaults(AdmissionLimits)
+    parsed = parse_options("splitsource.test", STREAM_OPTIONS, {"maxSplitsPerTrigger": "3"})
+    assert admission_limits(parsed) == AdmissionLimits(max_splits=3)
 
 
 @pytest.mark.parametrize("table", option_tables.TABLES, ids=lambda table: table.name)

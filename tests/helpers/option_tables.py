@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sources.files import FileSource
 from sources.options import Listing, Option
+from sources.spark.stream_reader import STREAM_OPTIONS
 
 DOCS = Path(__file__).parent.parent.parent / "docs"
 REGENERATE = "PYTHONPATH=src:tests python -m helpers.option_tables"
@@ -56,6 +57,10 @@ def _file_cells(option: Option, name: str) -> tuple[str, ...]:
     return (name, listing.formats, listing.spark, shown_default(option), listing.notes)
 
 
+def _stream_cells(option: Option, name: str) -> tuple[str, ...]:
+    return (name, shown_default(option), _listing(option).notes)
+
+
 def _listing(option: Option) -> Listing:
     if option.listing is None:
         raise ValueError(f"option {option.name} has no listing: give it one with .listed(...)")
@@ -70,6 +75,14 @@ TABLES = (
         ("option", "formats", "Spark's default", "ours", "status"),
         _file_cells,
         FileSource.option_aliases,
+    ),
+    Table(
+        "stream",
+        "options.md",
+        STREAM_OPTIONS,
+        ("option", "default", "meaning"),
+        _stream_cells,
+        {},
     ),
 )
 """Every generated table."""
