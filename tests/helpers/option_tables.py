@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sources.files import FileSource
 from sources.options import Listing, Option
+from sources.spark.datasource import READ_OPTIONS
 from sources.spark.stream_reader import STREAM_OPTIONS
 
 DOCS = Path(__file__).parent.parent.parent / "docs"
@@ -57,7 +58,7 @@ def _file_cells(option: Option, name: str) -> tuple[str, ...]:
     return (name, listing.formats, listing.spark, shown_default(option), listing.notes)
 
 
-def _stream_cells(option: Option, name: str) -> tuple[str, ...]:
+def _meaning_cells(option: Option, name: str) -> tuple[str, ...]:
     return (name, shown_default(option), _listing(option).notes)
 
 
@@ -77,11 +78,19 @@ TABLES = (
         FileSource.option_aliases,
     ),
     Table(
+        "read",
+        "options.md",
+        READ_OPTIONS,
+        ("option", "default", "meaning"),
+        _meaning_cells,
+        {},
+    ),
+    Table(
         "stream",
         "options.md",
         STREAM_OPTIONS,
         ("option", "default", "meaning"),
-        _stream_cells,
+        _meaning_cells,
         {},
     ),
 )
