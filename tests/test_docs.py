@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import pytest
 from pyspark import cloudpickle
 
+from helpers import option_tables
 from helpers.jobs import job_env
-from sources.files import FileSource
 from sources.numbers import NumberSequenceSource
 from sources.spark import register
 from sources.spark.partitions import arrow_schema
@@ -64,14 +64,12 @@ def run_as_one_module(page: Path) -> types.ModuleType:
     return module
 
 
-def test_the_file_option_table_lists_every_option_of_the_file_source() -> None:
-    page = (DOCS / "files.md").read_text()
-    table = page[page.index("| option | formats |") : page.index("\nPlus the options")]
-    listed = {
-        name for row in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", row.split("|")[1])
-    }
-    declared = {option.name for option in FileSource.options}
-    assert listed - {"delimiter", "charset"} == declared
+@pytest.mark.parametrize("table", option_tables.TABLES, ids=lambda table: table.name)
+def test_an_option_table_is_the_one_its_declarations_give(table: option_tables.Table) -> None:
+    assert option_tables.in_page(table) == option_tables.render(table), (
+        f"the {table.name} option table of docs/{table.page} differs from the declared "
+        f"options; regenerate it with: {option_tables.REGENERATE}"
+    )
 
 
 def test_the_block_finder_sees_indented_blocks() -> None:

@@ -38,7 +38,7 @@ from sources.errors import (
     UnsupportedBoundednessError,
     UnsupportedSparkVersionError,
 )
-from sources.options import Option, Options
+from sources.options import Listing, Option, Options
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
 
@@ -54,6 +54,7 @@ __all__ = [
     "InvalidOptionError",
     "KafkaConnectionError",
     "KafkaDataLossError",
+    "Listing",
     "MalformedRecordError",
     "MissingFileError",
     "NewerVersionError",

@@ -112,46 +112,105 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         {"maxFilesPerTrigger": "maxSplitsPerTrigger", **FORMAT_OPTION_ALIASES}
     )
     options: ClassVar = (
-        Option("path", _paths, "a file, directory or glob (any fsspec URL); or use load(path)", ()),
-        Option("paths", _paths, "several paths, comma separated or a JSON list", ()),
-        Option.choice("format", "the file format", FORMATS, None),
-        Option.choice("compression", "file compression", COMPRESSIONS, "infer"),
-        Option("mode", _mode, "csv, json: PERMISSIVE, DROPMALFORMED or FAILFAST", "PERMISSIVE"),
+        Option(
+            "path", _paths, "a file, directory or glob (any fsspec URL); or use load(path)", ()
+        ).listed("supported (see Paths)", shown="", formats="all"),
+        Option("paths", _paths, "several paths, comma separated or a JSON list", ()).listed(
+            "supported (see Paths)", shown="", formats="all"
+        ),
+        Option.choice("format", "the file format", FORMATS, None)
+        .lands_in("format")
+        .listed("`parquet`, `csv`, `json`, `text`", shown="required", formats="all"),
+        Option.choice("compression", "file compression", COMPRESSIONS, "infer")
+        .lands_in("compression")
+        .listed(
+            "supported on read: `infer`, `none`, `gzip`, `bz2`, `zstd`",
+            formats="csv, json, text",
+            spark="from the extension",
+        ),
+        Option("mode", _mode, "csv, json: PERMISSIVE, DROPMALFORMED or FAILFAST", "PERMISSIVE")
+        .lands_in("mode")
+        .listed(
+            "supported: `PERMISSIVE`, `DROPMALFORMED`, `FAILFAST`",
+            formats="csv, json",
+            spark="`PERMISSIVE`",
+        ),
         Option.string(
             "columnNameOfCorruptRecord",
             "csv, json: the column that holds malformed records with mode PERMISSIVE",
             default="_corrupt_record",
-        ),
+        )
+        .lands_in("corrupt_column")
+        .listed("supported", formats="csv, json", spark="`_corrupt_record`"),
         Option.boolean(
             "ignoreMissingFiles", "skip files deleted after they were listed", default=False
-        ),
+        ).listed("supported", formats="all", spark="`false`"),
         Option.boolean(
             "ignoreCorruptFiles", "skip the rest of files that cannot be decoded", default=False
+        ).listed(
+            "supported; also skips files schema inference cannot read",
+            formats="all",
+            spark="`false`",
         ),
         Option.secret_json_object(
             "storageOptions",
             "a JSON object of fsspec filesystem arguments (credentials, endpoint, ...)",
             None,
-        ),
+        ).listed("ours: JSON object of fsspec filesystem arguments", formats="all"),
         Option.boolean(
             "recursiveFileLookup", "read every file below, no partition columns", default=False
-        ),
+        ).listed("supported", formats="all", spark="`false`"),
         Option.string(
             "basePath", "where partition directories start, when reading some of them", None
-        ),
+        ).listed("supported: partition directories start below it", formats="all", spark="not set"),
         Option.boolean(
             "partitionColumnTypeInference",
             "type partition values as Spark does (int, date, ...); false: all strings",
             default=True,
+        ).listed(
+            "ours, for Spark's conf: `false` types partition values as strings",
+            formats="all",
+            spark="conf `spark.sql.sources.partitionColumnTypeInference.enabled`, `true`",
         ),
-        Option.string("pathGlobFilter", "only files whose name matches this glob", default=None),
-        Option("modifiedAfter", _timestamp_ms, "only files modified after (UTC)", None),
-        Option("modifiedBefore", _timestamp_ms, "only files modified before (UTC)", None),
-        Option.size("maxSplitBytes", "cut splittable files into ranges of this size", 128 << 20),
-        Option.boolean("latestFirst", "streaming: newest files first", default=False),
-        Option.duration("maxFileAge", "streaming: ignore files older than this", 7 * 86400.0),
-        Option.choice("cleanSource", "streaming: what to do with read files", CLEAN_SOURCE, "off"),
-        Option.string("sourceArchiveDir", "streaming: where cleanSource=archive moves files", None),
+        Option.string(
+            "pathGlobFilter", "only files whose name matches this glob", default=None
+        ).listed("supported, with `{a,b}` alternatives", formats="all", spark="not set"),
+        Option("modifiedAfter", _timestamp_ms, "only files modified after (UTC)", None).listed(
+            "supported (ISO timestamp, UTC if no zone)", formats="all", spark="not set"
+        ),
+        Option("modifiedBefore", _timestamp_ms, "only files modified before (UTC)", None).listed(
+            "supported (ISO timestamp, UTC if no zone)", formats="all", spark="not set"
+        ),
+        Option.size(
+            "maxSplitBytes", "cut splittable files into ranges of this size", 128 << 20
+        ).listed(
+            "ours: cut splittable files into ranges of this size", shown="`128m`", formats="all"
+        ),
+        Option.boolean("latestFirst", "streaming: newest files first", default=False).listed(
+            "supported: newest files first", formats="all, streaming", spark="`false`"
+        ),
+        Option.duration(
+            "maxFileAge", "streaming: ignore files older than this", 7 * 86400.0
+        ).listed(
+            "supported: files older than the newest found minus this are not read (see Streaming)",
+            shown="`7d`",
+            formats="all, streaming",
+            spark="`7d`",
+        ),
+        Option.choice(
+            "cleanSource", "streaming: what to do with read files", CLEAN_SOURCE, "off"
+        ).listed(
+            "supported: `off`, `delete`, `archive` committed files",
+            formats="all, streaming",
+            spark="`off`",
+        ),
+        Option.string(
+            "sourceArchiveDir", "streaming: where cleanSource=archive moves files", None
+        ).listed(
+            "supported: where `cleanSource=archive` moves files",
+            formats="all, streaming",
+            spark="not set",
+        ),
         *FORMAT_OPTIONS,
         *DEFAULT_ONLY_OPTIONS,
         *REFUSED_OPTIONS,
@@ -205,7 +264,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
                 name, "sourceArchiveDir", "is required when cleanSource is archive"
             )
         storage = cls.storage_class(paths[0], options["storageOptions"] or {})
-        format_options = format_options_from(options)
+        format_options = format_options_from(cls.options, options)
         return cls(
             paths,
             storage,

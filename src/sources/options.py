@@ -12,13 +12,13 @@ import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
 from sources.errors import InvalidOptionError
 
-__all__ = ["Option", "Options", "parse_options"]
+__all__ = ["Listing", "Option", "Options", "parse_options"]
 
 
 class _Required:
@@ -38,6 +38,30 @@ _DURATION_UNITS = MappingProxyType(
     {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 )
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """How an option's row in a docs table reads, beyond its name and declared default.
+
+    Examples
+    --------
+    >>> Listing("supported", formats="csv", spark="`false`").shown is None
+    True
+    """
+
+    notes: str
+    """The last cell: what the option means, or how it compares with Spark's."""
+
+    shown: str | None = None
+    """The default as the table shows it, when showing the declared value would not
+    read well (``128m`` rather than 134217728); ``None`` shows the declared value."""
+
+    formats: str = ""
+    """File options: the formats the option applies to."""
+
+    spark: str = ""
+    """Options Spark also has: Spark's default, as the table shows it."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +90,35 @@ class Option:
 
     default: Any = _REQUIRED
     """The value when the user gives none; ``REQUIRED`` makes the option required."""
+
+    lands: str | None = None
+    """The field of the source's typed config that the parsed value fills, if it fills
+    one as it is."""
+
+    listing: Listing | None = None
+    """Its row in the docs table of the source's options, if it has one."""
+
+    def lands_in(self, field: str) -> Option:
+        """This option, filling the typed config's field ``field`` with its value.
+
+        Examples
+        --------
+        >>> Option.boolean("header", "names in the first line", False).lands_in("header").lands
+        'header'
+        """
+        return replace(self, lands=field)
+
+    def listed(
+        self, notes: str, *, shown: str | None = None, formats: str = "", spark: str = ""
+    ) -> Option:
+        """This option, with its row in a docs table (see :class:`Listing`).
+
+        Examples
+        --------
+        >>> Option.integer("splits", "how many", 1).listed("at least 1").listing.notes
+        'at least 1'
+        """
+        return replace(self, listing=Listing(notes, shown, formats, spark))
 
     @property
     def required(self) -> bool:

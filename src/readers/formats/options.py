@@ -65,7 +65,10 @@ class FormatOptions:
     of ``data_schema`` named ``corrupt_column`` is not read from the files: it
     is null, and holds the raw text of malformed records with ``PERMISSIVE``.
     Batches have at most ``batch_rows`` rows. Invalid values raise
-    :class:`~sources.errors.InvalidOptionError` naming the option.
+    :class:`~sources.errors.InvalidOptionError` naming the option. Each field but
+    ``data_schema``, ``batch_rows``, ``extra_values_malformed`` and ``row_filters`` is
+    filled by the option of ``splitsource.files`` that says it lands there
+    (:data:`sources.file_format_options.FORMAT_OPTIONS`); a new field needs that option.
 
     Examples
     --------

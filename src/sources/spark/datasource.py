@@ -52,11 +52,17 @@ READ_OPTIONS: tuple[Option, ...] = (
         "spread the splits over this many Spark partitions, balanced by size",
         default=None,
         minimum=1,
+    ).listed(
+        "spread the splits over this many partitions (fewer if there are fewer splits), "
+        "balanced by estimated size; at least 1"
     ),
     Option.size(
         "maxPartitionBytes",
         "pack consecutive splits into partitions of at most this size",
         default=None,
+    ).listed(
+        "pack consecutive splits into partitions of at most this estimated size; ignored "
+        "when `numPartitions` is set"
     ),
     Option.integer(
         "maxRecordsPerBatch",
@@ -64,11 +70,18 @@ READ_OPTIONS: tuple[Option, ...] = (
         f"(default: the source's, else {_DEFAULTS.max_records_per_batch})",
         default=None,
         minimum=1,
+    ).listed(
+        "most rows in one Arrow batch handed to Spark; at least 1",
+        shown="the source's (`splitsource.kafka`: `50000`, `splitsource.files`: `65536`), "
+        f"else `{_DEFAULTS.max_records_per_batch}`",
     ),
     Option.size(
         "maxBytesPerBatch",
         "about the most bytes in one Arrow batch handed to Spark",
         default=_DEFAULTS.max_bytes_per_batch,
+    ).listed(
+        "about the most bytes in one Arrow batch handed to Spark",
+        shown=f"`16m` ({_DEFAULTS.max_bytes_per_batch})",
     ),
     Option.choice(
         "pushFilters",
@@ -76,13 +89,18 @@ READ_OPTIONS: tuple[Option, ...] = (
         "safely), true, false",
         PUSH_FILTERS_CHOICES,
         default="auto",
+    ).listed(
+        "bounded reads: let a source that can (`splitsource.files`, `splitsource.kafka`) use "
+        "the query's filters to read less; `auto` does where Spark plans each query afresh "
+        "after a pushdown (not up to Spark 4.3, see [files.md](files.md#reading-less)), "
+        "`true` always (needs `spark.sql.python.filterPushdown.enabled=true`), `false` never"
     ),
     Option.integer(
         "fetchQueueCapacity",
         "Arrow batches buffered between the fetcher thread and Spark",
         default=_DEFAULTS.queue_capacity,
         minimum=1,
-    ),
+    ).listed("Arrow batches buffered between the task's fetcher thread and Spark; at least 1"),
 )
 """Options every splitsource format accepts, besides the source's own."""
 

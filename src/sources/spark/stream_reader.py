@@ -45,33 +45,66 @@ STREAM_OPTIONS: tuple[Option, ...] = (
         "most records one micro-batch reads, shared fairly across splits",
         default=None,
         minimum=1,
+    )
+    .lands_in("max_records")
+    .listed(
+        "most records one micro-batch reads, over all splits in flight, shared max-min "
+        "fairly; at least 1"
     ),
     Option.integer(
         "maxSplitsPerTrigger", "most new splits (files) one micro-batch takes", None, minimum=1
-    ),
+    )
+    .lands_in("max_splits")
+    .listed("most new splits (files, partitions) one micro-batch admits; at least 1"),
     Option.size(
         "maxBytesPerTrigger", "about the most bytes of new splits one micro-batch takes", None
+    )
+    .lands_in("max_bytes")
+    .listed(
+        "about the most bytes of new splits one micro-batch admits, by their "
+        "`estimated_bytes()` (a size)"
     ),
     Option.integer(
         "minRecordsPerTrigger",
         "wait for at least this many records before a micro-batch, up to maxTriggerDelay",
         default=None,
         minimum=1,
+    )
+    .lands_in("min_records")
+    .listed(
+        "plan no micro-batch until at least this many records are waiting, or "
+        "`maxTriggerDelay` has passed; at least 1"
     ),
-    Option.duration("maxTriggerDelay", "longest wait for minRecordsPerTrigger", default=15 * 60.0),
+    Option.duration("maxTriggerDelay", "longest wait for minRecordsPerTrigger", default=15 * 60.0)
+    .lands_in("max_trigger_delay")
+    .listed(
+        "longest wait for `minRecordsPerTrigger`, counted from the last micro-batch (a duration)",
+        shown="`15m`",
+    ),
     Option.duration(
         "discoveryInterval", "time between two discoveries of new splits", default=10.0
+    ).listed(
+        "time between two discoveries of new splits by a periodic enumerator (a duration)",
+        shown="`10s`",
     ),
     Option.string(
         "stateLocation",
         "directory (any fsspec URL) for enumerator state too large for an offset",
         default=None,
+    ).listed(
+        "directory, any fsspec URL, for enumerator state too large for an offset and for "
+        "`stop_gracefully`"
     ),
     Option.secret_json_object(
         "stateStorageOptions",
         "JSON object of fsspec arguments for stateLocation (default: the source's own, "
         "for a location on the filesystem it reads)",
         default=None,
+    ).listed(
+        "JSON object of fsspec arguments for `stateLocation` (credentials, endpoint); never "
+        "echoed in errors",
+        shown="the source's own for a location on its filesystem (files: its "
+        "`storageOptions`), else none",
     ),
 )
 """Options of every splitsource format that matter to ``spark.readStream``."""
@@ -94,13 +127,10 @@ def check_stream_options(source: Source[Any, Any], options: Options) -> None:
 
 
 def admission_limits(options: Options) -> AdmissionLimits:
-    """The admission limits the stream options ask for."""
+    """The admission limits the stream options ask for: each option of
+    :data:`STREAM_OPTIONS` that lands in a field of :class:`AdmissionLimits` fills it."""
     return AdmissionLimits(
-        max_records=options["maxRecordsPerTrigger"],
-        max_splits=options["maxSplitsPerTrigger"],
-        max_bytes=options["maxBytesPerTrigger"],
-        min_records=options["minRecordsPerTrigger"],
-        max_trigger_delay=options["maxTriggerDelay"],
+        **{option.lands: options[option.name] for option in STREAM_OPTIONS if option.lands}
     )
 
 

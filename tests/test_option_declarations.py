@@ -1,0 +1,87 @@
+"""Each option is declared once: its typed-config field and its docs row come from it.
+
+Adding an option of ``splitsource.files`` touches its declaration (with the
+:class:`FormatOptions` field it lands in, if any) and that field; the docs table is
+regenerated from the declaration (``tests/helpers/option_tables.py``). Likewise a
+stream option and the :class:`AdmissionLimits` field it lands in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import pytest
+
+from enumerators.runtime.admission import AdmissionLimits
+from helpers import option_tables
+from readers.formats import FormatOptions
+from sources.file_format_options import format_options_from
+from sources.files import FileSource
+from sources.options import Option, parse_options
+from sources.spark.stream_reader import STREAM_OPTIONS, admission_limits
+
+INTERNAL_FORMAT_FIELDS = {"data_schema", "batch_rows", "row_filters", "extra_values_malformed"}
+"""FormatOptions fields the reader sets, not an option."""
+
+MACHINE_DEFAULTS = {"time_zone"}
+"""Fields whose option's default (not set) stands for a value found when the source is made."""
+
+
+def defaults(config: type[Any]) -> dict[str, Any]:
+    return {
+        field.name: field.default
+        for field in dataclasses.fields(config)
+        if field.default is not dataclasses.MISSING
+    }
+
+
+def landing(options: tuple[Option, ...]) -> dict[str, Option]:
+    return {option.lands: option for option in options if option.lands}
+
+
+def test_every_format_options_field_but_the_internal_ones_is_filled_by_one_option() -> None:
+    lands = [option.lands for option in FileSource.options if option.lands]
+    fields = {field.name for field in dataclasses.fields(FormatOptions)}
+    assert len(lands) == len(set(lands))
+    assert set(lands) == fields - INTERNAL_FORMAT_FIELDS
+
+
+def test_format_options_defaults_are_the_declared_ones() -> None:
+    fields = defaults(FormatOptions)
+    declared = {
+        field: option.default
+        for field, option in landing(FileSource.options).items()
+        if field in fields and field not in MACHINE_DEFAULTS
+    }
+    assert declared == {field: fields[field] for field in declared}
+
+
+def test_the_options_of_a_plain_read_give_the_default_format_options() -> None:
+    parsed = parse_options("splitsource.files", FileSource.options, {"format": "csv"})
+    built = format_options_from(FileSource.options, parsed)
+    assert dataclasses.replace(built, time_zone="UTC") == FormatOptions("csv", built.data_schema)
+    assert built.time_zone
+
+
+def test_every_admission_limit_is_filled_by_one_stream_option_with_its_default() -> None:
+    declared = {field: option.default for field, option in landing(STREAM_OPTIONS).items()}
+    assert declared == defaults(AdmissionLimits)
+    parsed = parse_options("splitsource.test", STREAM_OPTIONS, {"maxSplitsPerTrigger": "3"})
+    assert admission_limits(parsed) == AdmissionLimits(max_splits=3)
+
+
+@pytest.mark.parametrize("table", option_tables.TABLES, ids=lambda table: table.name)
+def test_every_option_of_a_table_has_a_listing(table: option_tables.Table) -> None:
+    assert [option.name for option in table.options if option.listing is None] == []
+
+
+@pytest.mark.parametrize("table", option_tables.TABLES, ids=lambda table: table.name)
+def test_a_default_a_table_shows_as_a_value_is_the_declared_default(
+    table: option_tables.Table,
+) -> None:
+    for option in table.options:
+        shown = re.fullmatch(r"`([^`]*)`", option_tables.shown_default(option))
+        if shown and option.default is not None and not option.required:
+            assert option.parse(shown.group(1)) == option.default, option.name
