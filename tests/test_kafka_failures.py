@@ -164,8 +164,11 @@ def test_sasl_plain_reads_with_the_right_password_and_fails_clearly_with_a_wrong
 
     wrong_password = "not-the-password-4711"
     wrong = reader.options(subscribe=name, **sasl_options(kafka_broker, wrong_password))
+    began = time.monotonic()
     with pytest.raises(Exception) as error:
         wrong.load().collect()
+    # Transient errors are retried for a minute at least; refused credentials are not.
+    assert time.monotonic() - began < 60, "refused credentials were retried"
     message = str(error.value)
     assert "could not list the topics at" in message and kafka_broker.sasl_bootstrap in message
     assert "Authentication failed" in message or "SASL authentication" in message, message
@@ -208,6 +211,7 @@ def test_the_password_never_reaches_checkpoints_state_or_logs(
     assert password not in str(query.lastProgress)
 
 
+@pytest.mark.slow
 def test_a_broker_restart_mid_stream_loses_and_duplicates_nothing(
     kafka_broker: KafkaBroker, topic: Callable[..., str], stream: Callable[..., Stream]
 ) -> None:

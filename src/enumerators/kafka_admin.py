@@ -60,6 +60,9 @@ _UNKNOWN_PARTITION = frozenset(
 )
 _SELECTIONS = ("subscribe", "subscribePattern", "assign")
 _REQUEST_TIMEOUT = 30.0
+_LISTING_TIMEOUT = 5.0
+"""One attempt at listing the topics: a listing that cannot authenticate waits this long
+before the retries see the refused credentials; healthy brokers answer in milliseconds."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ class KafkaAdmin:
         and is waited for by a stream.
         """
         metadata = self._call(
-            "list the topics", lambda: self._client.list_topics(timeout=_REQUEST_TIMEOUT)
+            "list the topics", lambda: self._client.list_topics(timeout=_LISTING_TIMEOUT)
         )
         topics = {
             name: sorted(topic.partitions)
@@ -284,12 +287,19 @@ class KafkaAdmin:
                 return action()
             except KafkaException as error:
                 attempts += 1
-                if not _retriable(error) or (
-                    attempts > self._retries.count and time.monotonic() > deadline
+                self._client.poll(0)  # deliver the errors that say why
+                if (
+                    not _retriable(error)
+                    or self._refused_credentials()
+                    or (attempts > self._retries.count and time.monotonic() > deadline)
                 ):
-                    self._client.poll(0)  # deliver the errors that say why
                     raise KafkaConnectionError(self._explain(what, error)) from error
                 time.sleep(max(self._retries.interval_ms / 1000, 0.2))
+
+    def _refused_credentials(self) -> bool:
+        """The brokers refused the credentials: a request that failed with a transport error
+        fails for good, as retrying cannot change the answer."""
+        return any(error.code() in _AUTHENTICATION for error in self._errors)
 
     def _explain(self, what: str, error: KafkaException) -> str:
         cause = error.args[0] if error.args else error
