@@ -13,8 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 TESTS = Path(__file__).parent
+# Examples run beside Spark jobs on a shared machine: their times say nothing (speed is
+# measured in benchmarks/), so hypothesis enforces no deadline.
+settings.register_profile("splitsource", deadline=None)
+settings.load_profile("splitsource")
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 # Python workers import the test helper sources from here.
@@ -46,12 +51,19 @@ _MARKERS_OF_FIXTURES = {
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with what its fixtures start, so that tiers select by marker."""
+    """Mark each test with what its fixtures start, so that tiers select by marker; then
+    put the long tests first, so that parallel workers (``./dev test``) finish together."""
     for item in items:
         for fixture in getattr(item, "fixturenames", ()):
             marker = _MARKERS_OF_FIXTURES.get(fixture)
             if marker is not None:
                 item.add_marker(marker)
+    items.sort(key=lambda item: not _long(item))
+
+
+def _long(item: pytest.Item) -> bool:
+    """A test marked slow, or one of a group that a single worker runs through."""
+    return any(item.iter_markers("slow")) or any(item.iter_markers("xdist_group"))
 
 
 @pytest.fixture(scope="session")
@@ -65,8 +77,9 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     """
     from sources.numbers import NumberSequenceSource
     from sources.spark import local_session, register
+    from sources.testing.stream_job import QUICK_JVM
 
-    conf = {}
+    conf = dict(QUICK_JVM)  # tests run many small queries: a fifth less CPU time in all
     if any("spark_kafka" in item.fixturenames for item in request.session.items):
         from helpers.maven import spark_kafka_jars
 

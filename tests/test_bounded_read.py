@@ -134,6 +134,7 @@ def test_reader_output_that_does_not_fit_the_schema_is_a_clear_error(spark: Spar
     assert "does not convert to the declared int64" in message
 
 
+@pytest.mark.slow
 def test_works_without_pyspark_python_set(tmp_path: Any) -> None:
     script = textwrap.dedent(
         """

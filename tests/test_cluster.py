@@ -17,7 +17,7 @@ import pytest
 if TYPE_CHECKING:
     from helpers.kafka_broker import KafkaBroker
 
-pytestmark = [pytest.mark.cluster, pytest.mark.kafka]
+pytestmark = [pytest.mark.cluster, pytest.mark.kafka, pytest.mark.slow]
 
 PROBE = textwrap.dedent(
     """

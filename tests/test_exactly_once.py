@@ -22,7 +22,7 @@ import pytest
 from helpers.jobs import Job, assert_every_number_once
 from sources.testing.streams import last_batch
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SEED = 20240627
 

@@ -199,6 +199,7 @@ def replay_last_batch(
     return sorted(replayed)
 
 
+@pytest.mark.slow
 def test_a_file_deleted_before_its_batch_is_replayed(spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"'[^']*f-1\.parquet' does not exist any more"):
         replay_last_batch(spark, tmp_path / "strict", Path.unlink)

@@ -51,6 +51,7 @@ FRESH_PROCESS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_a_fresh_session_reads_and_streams_the_packaged_formats_with_no_register_call(
     tmp_path: Path,

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from helpers.kafka_broker import KafkaBroker
     from helpers.standalone import StandaloneCluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.spark]
+# The module's tests share one cluster: parallel runs keep them on one worker.
+pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.xdist_group("standalone")]
 
 FILES_DRIVER = textwrap.dedent(
     """

@@ -176,6 +176,7 @@ def last_batch(log: Path) -> int:
     return max(int(path.name) for path in log.iterdir() if path.name.isdigit())
 
 
+@pytest.mark.slow
 def test_cancel_then_restart_replays_the_open_batch_exactly_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:

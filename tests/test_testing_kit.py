@@ -114,6 +114,7 @@ def test_the_workers_import_my_connector(splitsource_spark):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_the_pytest_plugin_gives_a_session_whose_workers_import_the_checkout(
     tmp_path: Path,

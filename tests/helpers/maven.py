@@ -9,6 +9,7 @@ again and an unchanged one costs nothing. Maven's own repository lives in
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -33,7 +34,12 @@ def fetch_jars(pom: Path) -> list[Path]:
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
     target = CACHE / "jars" / f"{pom.stem}-{digest}"
     if not (target / _COMPLETE).exists():
-        _copy_dependencies(pom, target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Parallel test workers fetch one at a time: the others then find the jars.
+        with (target.parent / f".{target.name}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (target / _COMPLETE).exists():
+                _copy_dependencies(pom, target)
     return sorted(target.glob("*.jar"))
 
 

@@ -83,9 +83,8 @@ from sources.testing.cases import (
 )
 from sources.testing.context import Case, ConformanceContext
 from sources.testing.faults import kill_once_source
-from sources.testing.jobs import Job, job_env, job_settings
+from sources.testing.jobs import Job, job_env, job_settings, workers_import_path
 from sources.testing.planning import logged, next_batch, read_partitions, stream_reader
-from sources.testing.plugin import workers_import_path
 from sources.testing.streams import SinkStream
 
 if TYPE_CHECKING:

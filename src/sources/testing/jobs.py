@@ -27,7 +27,20 @@ from pyspark import cloudpickle
 from sources.api import Source
 from sources.testing.faults import parent_of
 
-__all__ = ["Job", "job_env", "job_settings"]
+__all__ = ["Job", "job_env", "job_settings", "workers_import_path"]
+
+
+def workers_import_path(root: Path) -> str:
+    """``PYTHONPATH`` for Spark's workers: what it was, plus the ``sys.path`` entries in
+    ``root``."""
+    resolved = root.resolve()
+    inside = [
+        entry
+        for entry in dict.fromkeys(sys.path)
+        if entry and Path(entry).is_dir() and Path(entry).resolve().is_relative_to(resolved)
+    ]
+    current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys([*current, *inside]))
 
 
 def job_env(python_path: str | None = None) -> dict[str, str]:

@@ -18,21 +18,22 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from sources.spark import local_session
+from sources.testing.conformance import SourceConformanceSuite
+from sources.testing.jobs import workers_import_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "pytest_collection_modifyitems",
     "pytest_configure",
     "splitsource_cluster_spark",
     "splitsource_spark",
-    "workers_import_path",
 ]
 
 
@@ -41,17 +42,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: runs a real local Spark session")
 
 
-def workers_import_path(root: Path) -> str:
-    """``PYTHONPATH`` for Spark's workers: what it was, plus the ``sys.path`` entries in
-    ``root``."""
-    resolved = root.resolve()
-    inside = [
-        entry
-        for entry in dict.fromkeys(sys.path)
-        if entry and Path(entry).is_dir() and Path(entry).resolve().is_relative_to(resolved)
-    ]
-    current = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return os.pathsep.join(dict.fromkeys([*current, *inside]))
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, keep each conformance class on one worker (``--dist loadgroup``):
+    its cases share a driver process that starts while the first ones run."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        suite = getattr(item, "cls", None)
+        if isinstance(suite, type) and issubclass(suite, SourceConformanceSuite):
+            group = f"splitsource-conformance-{suite.__module__}.{suite.__qualname__}"
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _session(request: pytest.FixtureRequest, master: str) -> Iterator[SparkSession]:
