@@ -111,8 +111,8 @@ class OffsetFetchRetries:
     """How often the brokers are asked again: ``fetchOffset.numRetries`` and
     ``fetchOffset.retryIntervalMs``; transient errors are retried for a minute at least."""
 
-    count: int
-    interval_ms: int
+    num_retries: int
+    retry_interval_ms: int
 
 
 class KafkaAdmin:
@@ -285,11 +285,11 @@ class KafkaAdmin:
             except KafkaException as error:
                 attempts += 1
                 if not _retriable(error) or (
-                    attempts > self._retries.count and time.monotonic() > deadline
+                    attempts > self._retries.num_retries and time.monotonic() > deadline
                 ):
                     self._client.poll(0)  # deliver the errors that say why
                     raise KafkaConnectionError(self._explain(what, error)) from error
-                time.sleep(max(self._retries.interval_ms / 1000, 0.2))
+                time.sleep(max(self._retries.retry_interval_ms / 1000, 0.2))
 
     def _explain(self, what: str, error: KafkaException) -> str:
         cause = error.args[0] if error.args else error

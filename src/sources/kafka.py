@@ -21,6 +21,7 @@ import copy
 import itertools
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar, Self
 
@@ -41,17 +42,32 @@ from sources.api import Source
 from sources.errors import InvalidOptionError
 from sources.filters import Filter
 from sources.kafka_config import KafkaClientConfig
-from sources.options import Option, Options
+from sources.options import Option, Options, filled_config
 from sources.split import Boundedness
 from sources.splits.kafka import KafkaPartitionSplit, KafkaPartitionSplitSerializer
 
-__all__ = ["KafkaSource"]
+__all__ = ["KafkaSource", "KafkaSourceConfig"]
 
 SCHEMA = (
     "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
     "timestamp TIMESTAMP, timestampType INT"
 )
 HEADERS = "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+
+
+@dataclass(frozen=True)
+class KafkaSourceConfig:
+    """What the source itself needs of the user's options: the columns, and how offset
+    ranges are cut into tasks."""
+
+    include_headers: bool
+    """``includeHeaders``: add the ``headers`` column."""
+
+    min_partitions: int | None
+    """``minPartitions``: cut ranges so that a read has at least this many tasks."""
+
+    max_records_per_partition: int | None
+    """``maxRecordsPerPartition``: cut ranges so that no task reads more records."""
 
 
 class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
@@ -86,47 +102,52 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         Option.string("endingOffsets", "batch: latest or JSON offsets per partition", None),
         Option.integer("endingTimestamp", "batch: end at this time (ms) in every partition", None),
         Option.string("endingOffsetsByTimestamp", "batch: JSON end times (ms) per partition", None),
-        Option.boolean("failOnDataLoss", "fail when offsets are lost (retention, deletion)", True),
-        Option.boolean("includeHeaders", "add the headers column", False),
+        Option.boolean(
+            "failOnDataLoss", "fail when offsets are lost (retention, deletion)", True
+        ).lands_in("fail_on_data_loss"),
+        Option.boolean("includeHeaders", "add the headers column", False).lands_in(
+            "include_headers"
+        ),
         Option.integer(
             "kafkaConsumer.pollTimeoutMs",
             "how long a reader waits for records it knows exist",
             120_000,
             minimum=1,
-        ),
+        ).lands_in("poll_timeout_ms"),
         Option.integer(
             "fetchOffset.numRetries", "retries of an offset query to the brokers", 3, minimum=0
-        ),
+        ).lands_in("num_retries"),
         Option.integer(
             "fetchOffset.retryIntervalMs", "wait between offset query retries", 10, minimum=0
-        ),
+        ).lands_in("retry_interval_ms"),
         Option.integer(
             "minPartitions", "at least this many tasks: large offset ranges are cut", None, 1
-        ),
+        ).lands_in("min_partitions"),
         Option.integer(
             "maxRecordsPerPartition", "cut offset ranges into tasks of at most this many", None, 1
-        ),
+        ).lands_in("max_records_per_partition"),
         Option.string(
             "groupIdPrefix", "consumer group id prefix for the readers", "spark-kafka-source"
         ),
         Option.boolean(
             "commitOffsets", "commit processed offsets to kafka.group.id after Spark commits", False
-        ),
+        ).lands_in("commit_offsets"),
     )
+    """Spark's Kafka options, with their meaning and defaults, and ``commitOffsets``. An
+    option that lands in a field (:meth:`Option.lands_in`) fills that field of every
+    config that has one: :class:`KafkaSourceConfig`, :class:`KafkaEnumeratorConfig`, its
+    :class:`OffsetFetchRetries`, :class:`KafkaReaderConfig`; :meth:`from_options` makes
+    the other fields."""
 
     def __init__(
         self,
         enumerator: KafkaEnumeratorConfig,
         reader: KafkaReaderConfig,
-        include_headers: bool = False,
-        min_partitions: int | None = None,
-        max_records_per_partition: int | None = None,
+        config: KafkaSourceConfig,
     ) -> None:
         self.enumerator_config = enumerator
         self.reader_config = reader
-        self.include_headers = include_headers
-        self.min_partitions = min_partitions
-        self.max_records_per_partition = max_records_per_partition
+        self.config = config
         self.filters: tuple[Filter, ...] = ()
         """Spark's pushed filters of a bounded read."""
 
@@ -147,36 +168,25 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
                 name, "commitOffsets", "needs kafka.group.id: the consumer group to commit to"
             )
         group_id = kafka.get("group.id") or f"{options['groupIdPrefix']}-{uuid.uuid4()}"
-        enumerator = KafkaEnumeratorConfig(
+        enumerator = filled_config(
+            KafkaEnumeratorConfig,
+            cls.options,
+            options,
             name=name,
             kafka=kafka,
             selection=selection,
             bounds=ReadBounds.from_options(name, options),
-            retries=OffsetFetchRetries(
-                options["fetchOffset.numRetries"], options["fetchOffset.retryIntervalMs"]
-            ),
-            fail_on_data_loss=options["failOnDataLoss"],
+            retries=filled_config(OffsetFetchRetries, cls.options, options),
             fail_when_no_timestamp_offset=strategy == "error",
-            commit_offsets=options["commitOffsets"],
             group_id=group_id,
         )
-        reader = KafkaReaderConfig(
-            name=name,
-            kafka=kafka,
-            group_id=group_id,
-            poll_timeout_ms=options["kafkaConsumer.pollTimeoutMs"],
-            fail_on_data_loss=options["failOnDataLoss"],
+        reader = filled_config(
+            KafkaReaderConfig, cls.options, options, name=name, kafka=kafka, group_id=group_id
         )
-        return cls(
-            enumerator,
-            reader,
-            include_headers=options["includeHeaders"],
-            min_partitions=options["minPartitions"],
-            max_records_per_partition=options["maxRecordsPerPartition"],
-        )
+        return cls(enumerator, reader, filled_config(KafkaSourceConfig, cls.options, options))
 
     def schema(self) -> str:
-        return f"{SCHEMA}, {HEADERS}" if self.include_headers else SCHEMA
+        return f"{SCHEMA}, {HEADERS}" if self.config.include_headers else SCHEMA
 
     def push_filters(
         self, filters: Sequence[Filter], schema: pa.Schema
@@ -194,8 +204,8 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         ``maxRecordsPerPartition``, so that no piece holds more records than that."""
         if self.filters:
             splits = narrowed(splits, self.filters, self._admin)
-        wanted = self.min_partitions
-        most = self.max_records_per_partition
+        wanted = self.config.min_partitions
+        most = self.config.max_records_per_partition
         sizes = [(split.end or split.start) - split.start for split in splits]
         total = sum(sizes)
         if wanted is not None and len(splits) >= wanted:
