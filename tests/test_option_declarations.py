@@ -110,6 +110,15 @@ def test_every_kafka_option_that_lands_lands_in_a_field_of_a_kafka_config() -> N
 
 
 @pytest.mark.parametrize("table", option_tables.TABLES, ids=lambda table: table.name)
+def test_an_option_added_without_a_listing_fails_its_table_naming_it(
+    table: option_tables.Table,
+) -> None:
+    added = Option.integer("newOption", "a new option", default=1)
+    with pytest.raises(ValueError, match=r"option newOption has no listing: .*\.listed"):
+        option_tables.render(dataclasses.replace(table, options=(*table.options, added)))
+
+
+@pytest.mark.parametrize("table", option_tables.TABLES, ids=lambda table: table.name)
 def test_every_option_of_a_table_has_a_listing(table: option_tables.Table) -> None:
     assert [option.name for option in table.options if option.listing is None] == []
 

@@ -54,6 +54,8 @@ SCHEMA = (
 )
 HEADERS = "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
 
+_ONE_SELECTION = "exactly one of `assign`, `subscribe`, `subscribePattern`"
+
 
 @dataclass(frozen=True)
 class KafkaSourceConfig:
@@ -87,51 +89,153 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         }
     )
     options: ClassVar = (
-        Option.prefixed("kafka.", "confluent-kafka settings, e.g. kafka.bootstrap.servers"),
-        Option.string("subscribe", "topics to read, comma-separated", None),
-        Option.string("subscribePattern", "a regular expression of the topics to read", None),
-        Option.string("assign", 'partitions to read, JSON {"topic":[0,1]}', None),
-        Option.string("startingOffsets", "earliest, latest or JSON offsets per partition", None),
-        Option.integer("startingTimestamp", "start at this time (ms) in every partition", None),
-        Option.string("startingOffsetsByTimestamp", "JSON start times (ms) per partition", None),
+        Option.prefixed("kafka.", "confluent-kafka settings, e.g. kafka.bootstrap.servers").listed(
+            'each `kafka.<setting>` goes to librdkafka as `<setting>` (see "Client settings" '
+            "below); `kafka.bootstrap.servers` is required; `kafka.group.id`, as in Spark, "
+            "replaces the readers' group id made from `groupIdPrefix`, and is the group "
+            "`commitOffsets` commits to",
+            shown="",
+        ),
+        Option.string("subscribe", "topics to read, comma-separated", None).listed(
+            f"topics to read, comma-separated; {_ONE_SELECTION}", spark="same"
+        ),
+        Option.string(
+            "subscribePattern", "a regular expression of the topics to read", None
+        ).listed(
+            f"{_ONE_SELECTION}; a Python regular expression that keeps a topic when it is found "
+            "anywhere in the name, as Spark 4 does (`subscribePattern=orders` reads `orders` "
+            "and `orders-eu`; anchor it, `^orders$`, for one topic); internal topics (`__…`) "
+            "are never matched",
+            spark="same",
+        ),
+        Option.string("assign", 'partitions to read, JSON {"topic":[0,1]}', None).listed(
+            f'partitions to read, JSON `{{"topic":[0,1]}}`; {_ONE_SELECTION}', spark="same"
+        ),
+        Option.string(
+            "startingOffsets", "earliest, latest or JSON offsets per partition", None
+        ).listed(
+            '`earliest`, `latest` or JSON `{"topic":{"0":23,"1":-2}}` (-2 earliest, -1 '
+            "latest); `latest` is refused for `spark.read`. JSON must name every partition of "
+            "the topics it names",
+            shown="`latest` for streams, `earliest` for `spark.read`",
+            spark="same",
+        ),
+        Option.integer(
+            "startingTimestamp", "start at this time (ms) in every partition", None
+        ).listed(
+            "start every partition at the first offset whose timestamp is at or after this "
+            "time (ms); precedence as Spark: `startingTimestamp` > `startingOffsetsByTimestamp` "
+            "> `startingOffsets`",
+            spark="same",
+        ),
+        Option.string(
+            "startingOffsetsByTimestamp", "JSON start times (ms) per partition", None
+        ).listed(
+            'JSON `{"topic":{"0":1700000000000}}`: each partition starts at the first offset '
+            "whose timestamp is at or after its time (ms); must name every partition of the "
+            "topics it names; wins over `startingOffsets`, loses to `startingTimestamp`",
+            spark="same",
+        ),
         Option.string(
             "startingOffsetsByTimestampStrategy",
             "error or latest: what a partition with no record at the start time does",
             "error",
+        ).listed(
+            "`error`: fail naming the partition and time when no record is that recent; "
+            "`latest`: start at the end",
+            spark="same",
         ),
-        Option.string("endingOffsets", "batch: latest or JSON offsets per partition", None),
-        Option.integer("endingTimestamp", "batch: end at this time (ms) in every partition", None),
-        Option.string("endingOffsetsByTimestamp", "batch: JSON end times (ms) per partition", None),
-        Option.boolean(
-            "failOnDataLoss", "fail when offsets are lost (retention, deletion)", True
-        ).lands_in("fail_on_data_loss"),
-        Option.boolean("includeHeaders", "add the headers column", False).lands_in(
-            "include_headers"
+        Option.string("endingOffsets", "batch: latest or JSON offsets per partition", None).listed(
+            "`spark.read` only: `latest` or JSON offsets per partition as `startingOffsets`; "
+            "`earliest` refused. A stream given an ending option fails when the query starts, "
+            "before any broker is contacted, where Spark fails at `load()`: the Python data "
+            "source API does not tell a source at `load()` whether a batch or a stream will "
+            "read it",
+            shown="`latest`",
+            spark="same",
         ),
+        Option.integer(
+            "endingTimestamp", "batch: end at this time (ms) in every partition", None
+        ).listed(
+            "`spark.read` only: end every partition at the first offset whose timestamp is at "
+            "or after this time (ms); wins over `endingOffsetsByTimestamp` and `endingOffsets`",
+            spark="same",
+        ),
+        Option.string(
+            "endingOffsetsByTimestamp", "batch: JSON end times (ms) per partition", None
+        ).listed(
+            "`spark.read` only: JSON end times (ms) per partition, as "
+            "`startingOffsetsByTimestamp`; wins over `endingOffsets`",
+            spark="same",
+        ),
+        Option.boolean("failOnDataLoss", "fail when offsets are lost (retention, deletion)", True)
+        .lands_in("fail_on_data_loss")
+        .listed(
+            "fail when records a batch must read are gone; `false` skips them with a WARN: "
+            'see "Lost offsets"',
+            spark="same",
+        ),
+        Option.boolean("includeHeaders", "add the headers column", False)
+        .lands_in("include_headers")
+        .listed("add the `headers` column", spark="same"),
         Option.integer(
             "kafkaConsumer.pollTimeoutMs",
             "how long a reader waits for records it knows exist",
             120_000,
             minimum=1,
-        ).lands_in("poll_timeout_ms"),
+        )
+        .lands_in("poll_timeout_ms")
+        .listed(
+            "how long (ms) a reader waits for records that the brokers said exist before it fails",
+            spark="same",
+        ),
         Option.integer(
             "fetchOffset.numRetries", "retries of an offset query to the brokers", 3, minimum=0
-        ).lands_in("num_retries"),
+        )
+        .lands_in("num_retries")
+        .listed(
+            "retries of the driver's offset lookups; transient errors (leader moving, broker "
+            "restarting) are retried for at least a minute in all",
+            spark="same",
+        ),
         Option.integer(
             "fetchOffset.retryIntervalMs", "wait between offset query retries", 10, minimum=0
-        ).lands_in("retry_interval_ms"),
+        )
+        .lands_in("retry_interval_ms")
+        .listed(
+            "wait (ms) between two tries of an offset lookup; at least 200 ms here",
+            spark="same",
+        ),
         Option.integer(
             "minPartitions", "at least this many tasks: large offset ranges are cut", None, 1
-        ).lands_in("min_partitions"),
+        )
+        .lands_in("min_partitions")
+        .listed(
+            "offset ranges are cut so that a batch has at least this many tasks, each range in "
+            "proportion to its size",
+            spark="same",
+        ),
         Option.integer(
             "maxRecordsPerPartition", "cut offset ranges into tasks of at most this many", None, 1
-        ).lands_in("max_records_per_partition"),
+        )
+        .lands_in("max_records_per_partition")
+        .listed("offset ranges are cut so that no task reads more records", spark="same"),
         Option.string(
             "groupIdPrefix", "consumer group id prefix for the readers", "spark-kafka-source"
+        ).listed(
+            "the readers' `group.id` is `<prefix>-<uuid>` unless `kafka.group.id` is given; "
+            "readers never join or commit to it",
+            spark="same",
         ),
         Option.boolean(
             "commitOffsets", "commit processed offsets to kafka.group.id after Spark commits", False
-        ).lands_in("commit_offsets"),
+        )
+        .lands_in("commit_offsets")
+        .listed(
+            "ours: after Spark commits a micro-batch, commit its end offsets to `kafka.group.id` "
+            "(required with it), so lag monitoring sees progress (Flink's commit-on-checkpoint). "
+            "The offsets Spark reads from are always those in its checkpoint, never the group's"
+        ),
     )
     """Spark's Kafka options, with their meaning and defaults, and ``commitOffsets``. An
     option that lands in a field (:meth:`Option.lands_in`) fills that field of every
