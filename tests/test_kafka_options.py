@@ -127,6 +127,38 @@ def test_commit_offsets_needs_a_group() -> None:
     assert "kafka.group.id" in error_of(commitOffsets="true")
 
 
+def test_options_fill_the_configs_they_land_in() -> None:
+    built = source(
+        **{
+            "failOnDataLoss": "false",
+            "kafkaConsumer.pollTimeoutMs": "500",
+            "fetchOffset.numRetries": "7",
+            "fetchOffset.retryIntervalMs": "20",
+            "includeHeaders": "true",
+            "minPartitions": "4",
+            "kafka.group.id": "lag",
+            "commitOffsets": "true",
+        }
+    )
+    enumerator, reader = built.enumerator_config, built.reader_config
+    assert not enumerator.fail_on_data_loss and not reader.fail_on_data_loss
+    assert reader.poll_timeout_ms == 500
+    assert (enumerator.retries.num_retries, enumerator.retries.retry_interval_ms) == (7, 20)
+    assert enumerator.commit_offsets and enumerator.group_id == reader.group_id == "lag"
+    assert built.config.include_headers and "headers" in built.schema()
+    assert (built.config.min_partitions, built.config.max_records_per_partition) == (4, None)
+
+
+def test_options_left_out_fill_the_configs_with_spark_defaults() -> None:
+    built = source()
+    enumerator, reader = built.enumerator_config, built.reader_config
+    assert enumerator.fail_on_data_loss and reader.fail_on_data_loss
+    assert reader.poll_timeout_ms == 120_000
+    assert (enumerator.retries.num_retries, enumerator.retries.retry_interval_ms) == (3, 10)
+    assert not enumerator.commit_offsets and not built.config.include_headers
+    assert reader.group_id.startswith("spark-kafka-source-")
+
+
 def _stream_options() -> Any:
     from sources.spark.stream_reader import STREAM_OPTIONS
 

@@ -3,7 +3,8 @@
 Adding an option of ``splitsource.files`` touches its declaration (with the
 :class:`FormatOptions` field it lands in, if any) and that field; the docs table is
 regenerated from the declaration (``tests/helpers/option_tables.py``). Likewise a
-stream option and the :class:`AdmissionLimits` field it lands in.
+stream option and the :class:`AdmissionLimits` field it lands in, and a Kafka option
+and the field of the Kafka configs it lands in.
 """
 
 from __future__ import annotations
@@ -14,11 +15,15 @@ from typing import Any
 
 import pytest
 
+from enumerators.kafka import KafkaEnumeratorConfig
+from enumerators.kafka_admin import OffsetFetchRetries
 from enumerators.runtime.admission import AdmissionLimits
 from helpers import option_tables
 from readers.formats import FormatOptions
+from readers.kafka import KafkaReaderConfig
 from sources.file_format_options import format_options_from
 from sources.files import FileSource
+from sources.kafka import KafkaSource, KafkaSourceConfig
 from sources.options import Option, parse_options
 from sources.spark.stream_reader import STREAM_OPTIONS, admission_limits
 
@@ -27,6 +32,23 @@ INTERNAL_FORMAT_FIELDS = {"data_schema", "batch_rows", "row_filters", "extra_val
 
 MACHINE_DEFAULTS = {"time_zone"}
 """Fields whose option's default (not set) stands for a value found when the source is made."""
+
+KAFKA_DERIVED_FIELDS = {
+    KafkaEnumeratorConfig: {
+        "name",
+        "kafka",
+        "selection",
+        "bounds",
+        "retries",
+        "fail_when_no_timestamp_offset",
+        "group_id",
+    },
+    OffsetFetchRetries: set(),
+    KafkaReaderConfig: {"name", "kafka", "group_id"},
+    KafkaSourceConfig: set(),
+}
+"""The Kafka configs, each with the fields ``KafkaSource.from_options`` makes from
+several options (or none), rather than from one option as it is."""
 
 
 def defaults(config: type[Any]) -> dict[str, Any]:
@@ -70,6 +92,30 @@ def test_every_admission_limit_is_filled_by_one_stream_option_with_its_default()
     assert declared == defaults(AdmissionLimits)
     parsed = parse_options("splitsource.test", STREAM_OPTIONS, {"maxSplitsPerTrigger": "3"})
     assert admission_limits(parsed) == AdmissionLimits(max_splits=3)
+
+
+@pytest.mark.parametrize("config", KAFKA_DERIVED_FIELDS, ids=lambda config: config.__name__)
+def test_every_kafka_config_field_is_filled_by_an_option_or_made_by_from_options(
+    config: type[Any],
+) -> None:
+    fields = {field.name for field in dataclasses.fields(config)}
+    landed = [option.lands for option in KafkaSource.options if option.lands in fields]
+    assert len(landed) == len(set(landed))
+    assert set(landed) == fields - KAFKA_DERIVED_FIELDS[config]
+
+
+def test_every_kafka_option_that_lands_lands_in_a_field_of_a_kafka_config() -> None:
+    fields = {field.name for config in KAFKA_DERIVED_FIELDS for field in dataclasses.fields(config)}
+    assert {option.lands for option in KafkaSource.options if option.lands} <= fields
+
+
+@pytest.mark.parametrize("table", option_tables.TABLES, ids=lambda table: table.name)
+def test_an_option_added_without_a_listing_fails_its_table_naming_it(
+    table: option_tables.Table,
+) -> None:
+    added = Option.integer("newOption", "a new option", default=1)
+    with pytest.raises(ValueError, match=r"option newOption has no listing: .*\.listed"):
+        option_tables.render(dataclasses.replace(table, options=(*table.options, added)))
 
 
 @pytest.mark.parametrize("table", option_tables.TABLES, ids=lambda table: table.name)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from sources.errors import InvalidOptionError
 from sources.numbers import NumberSequenceSource
-from sources.options import Option, parse_options
+from sources.options import Option, filled_config, parse_options
 
 SOURCE = "splitsource.test"
 LONG_MIN = -(1 << 63)
@@ -295,3 +296,34 @@ def test_numbers_returns_framework_options_beside_the_source() -> None:
     assert framework["numPartitions"] == 3
     assert framework["maxPartitionBytes"] == 1 << 20
     assert "to" not in framework
+
+
+# --- typed configs filled from options ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Polling:
+    interval: float
+    fail_on_missing: bool
+    path: str
+
+
+LANDING = (
+    Option.duration("pollInterval", "time between polls", default=10.0).lands_in("interval"),
+    Option.boolean("failOnMissing", "fail when missing", default=True).lands_in("fail_on_missing"),
+    Option.integer("parallelism", "how many readers", default=1).lands_in("readers"),
+    Option.string("path", "where to read"),
+)
+
+
+def test_a_config_is_filled_by_the_options_that_land_in_its_fields_and_the_derived_values() -> None:
+    parsed = parse_options(SOURCE, LANDING, {"path": "/data", "pollInterval": "5s"})
+    assert filled_config(Polling, LANDING, parsed, path="file:///data") == Polling(
+        5.0, True, "file:///data"
+    )
+
+
+def test_a_config_field_filled_by_no_option_and_not_derived_fails() -> None:
+    parsed = parse_options(SOURCE, LANDING, {"path": "/data"})
+    with pytest.raises(TypeError, match="path"):
+        filled_config(Polling, LANDING, parsed)

@@ -114,8 +114,8 @@ class OffsetFetchRetries:
     """How often the brokers are asked again: ``fetchOffset.numRetries`` and
     ``fetchOffset.retryIntervalMs``; transient errors are retried for a minute at least."""
 
-    count: int
-    interval_ms: int
+    num_retries: int
+    retry_interval_ms: int
 
 
 class KafkaAdmin:
@@ -291,10 +291,10 @@ class KafkaAdmin:
                 if (
                     not _retriable(error)
                     or self._refused_credentials()
-                    or (attempts > self._retries.count and time.monotonic() > deadline)
+                    or (attempts > self._retries.num_retries and time.monotonic() > deadline)
                 ):
                     raise KafkaConnectionError(self._explain(what, error)) from error
-                time.sleep(max(self._retries.interval_ms / 1000, 0.2))
+                time.sleep(max(self._retries.retry_interval_ms / 1000, 0.2))
 
     def _refused_credentials(self) -> bool:
         """The brokers refused the credentials: a request that failed with a transport error

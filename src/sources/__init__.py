@@ -38,7 +38,7 @@ from sources.errors import (
     UnsupportedBoundednessError,
     UnsupportedSparkVersionError,
 )
-from sources.options import Listing, Option, Options
+from sources.options import Listing, Option, Options, filled_config
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
 
@@ -71,4 +71,5 @@ __all__ = [
     "StateStoreError",
     "UnsupportedBoundednessError",
     "UnsupportedSparkVersionError",
+    "filled_config",
 ]

@@ -21,6 +21,7 @@ import copy
 import itertools
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar, Self
 
@@ -41,17 +42,34 @@ from sources.api import Source
 from sources.errors import InvalidOptionError
 from sources.filters import Filter
 from sources.kafka_config import KafkaClientConfig
-from sources.options import Option, Options
+from sources.options import Option, Options, filled_config
 from sources.split import Boundedness
 from sources.splits.kafka import KafkaPartitionSplit, KafkaPartitionSplitSerializer
 
-__all__ = ["KafkaSource"]
+__all__ = ["KafkaSource", "KafkaSourceConfig"]
 
 SCHEMA = (
     "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
     "timestamp TIMESTAMP, timestampType INT"
 )
 HEADERS = "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+
+_ONE_SELECTION = "exactly one of `assign`, `subscribe`, `subscribePattern`"
+
+
+@dataclass(frozen=True)
+class KafkaSourceConfig:
+    """What the source itself needs of the user's options: the columns, and how offset
+    ranges are cut into tasks."""
+
+    include_headers: bool
+    """``includeHeaders``: add the ``headers`` column."""
+
+    min_partitions: int | None
+    """``minPartitions``: cut ranges so that a read has at least this many tasks."""
+
+    max_records_per_partition: int | None
+    """``maxRecordsPerPartition``: cut ranges so that no task reads more records."""
 
 
 class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
@@ -71,62 +89,169 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         }
     )
     options: ClassVar = (
-        Option.prefixed("kafka.", "confluent-kafka settings, e.g. kafka.bootstrap.servers"),
-        Option.string("subscribe", "topics to read, comma-separated", None),
-        Option.string("subscribePattern", "a regular expression of the topics to read", None),
-        Option.string("assign", 'partitions to read, JSON {"topic":[0,1]}', None),
-        Option.string("startingOffsets", "earliest, latest or JSON offsets per partition", None),
-        Option.integer("startingTimestamp", "start at this time (ms) in every partition", None),
-        Option.string("startingOffsetsByTimestamp", "JSON start times (ms) per partition", None),
+        Option.prefixed("kafka.", "confluent-kafka settings, e.g. kafka.bootstrap.servers").listed(
+            'each `kafka.<setting>` goes to librdkafka as `<setting>` (see "Client settings" '
+            "below); `kafka.bootstrap.servers` is required; `kafka.group.id`, as in Spark, "
+            "replaces the readers' group id made from `groupIdPrefix`, and is the group "
+            "`commitOffsets` commits to",
+            shown="",
+        ),
+        Option.string("subscribe", "topics to read, comma-separated", None).listed(
+            f"topics to read, comma-separated; {_ONE_SELECTION}", spark="same"
+        ),
+        Option.string(
+            "subscribePattern", "a regular expression of the topics to read", None
+        ).listed(
+            f"{_ONE_SELECTION}; a Python regular expression that keeps a topic when it is found "
+            "anywhere in the name, as Spark 4 does (`subscribePattern=orders` reads `orders` "
+            "and `orders-eu`; anchor it, `^orders$`, for one topic); internal topics (`__…`) "
+            "are never matched",
+            spark="same",
+        ),
+        Option.string("assign", 'partitions to read, JSON {"topic":[0,1]}', None).listed(
+            f'partitions to read, JSON `{{"topic":[0,1]}}`; {_ONE_SELECTION}', spark="same"
+        ),
+        Option.string(
+            "startingOffsets", "earliest, latest or JSON offsets per partition", None
+        ).listed(
+            '`earliest`, `latest` or JSON `{"topic":{"0":23,"1":-2}}` (-2 earliest, -1 '
+            "latest); `latest` is refused for `spark.read`. JSON must name every partition of "
+            "the topics it names",
+            shown="`latest` for streams, `earliest` for `spark.read`",
+            spark="same",
+        ),
+        Option.integer(
+            "startingTimestamp", "start at this time (ms) in every partition", None
+        ).listed(
+            "start every partition at the first offset whose timestamp is at or after this "
+            "time (ms); precedence as Spark: `startingTimestamp` > `startingOffsetsByTimestamp` "
+            "> `startingOffsets`",
+            spark="same",
+        ),
+        Option.string(
+            "startingOffsetsByTimestamp", "JSON start times (ms) per partition", None
+        ).listed(
+            'JSON `{"topic":{"0":1700000000000}}`: each partition starts at the first offset '
+            "whose timestamp is at or after its time (ms); must name every partition of the "
+            "topics it names; wins over `startingOffsets`, loses to `startingTimestamp`",
+            spark="same",
+        ),
         Option.string(
             "startingOffsetsByTimestampStrategy",
             "error or latest: what a partition with no record at the start time does",
             "error",
+        ).listed(
+            "`error`: fail naming the partition and time when no record is that recent; "
+            "`latest`: start at the end",
+            spark="same",
         ),
-        Option.string("endingOffsets", "batch: latest or JSON offsets per partition", None),
-        Option.integer("endingTimestamp", "batch: end at this time (ms) in every partition", None),
-        Option.string("endingOffsetsByTimestamp", "batch: JSON end times (ms) per partition", None),
-        Option.boolean("failOnDataLoss", "fail when offsets are lost (retention, deletion)", True),
-        Option.boolean("includeHeaders", "add the headers column", False),
+        Option.string("endingOffsets", "batch: latest or JSON offsets per partition", None).listed(
+            "`spark.read` only: `latest` or JSON offsets per partition as `startingOffsets`; "
+            "`earliest` refused. A stream given an ending option fails when the query starts, "
+            "before any broker is contacted, where Spark fails at `load()`: the Python data "
+            "source API does not tell a source at `load()` whether a batch or a stream will "
+            "read it",
+            shown="`latest`",
+            spark="same",
+        ),
+        Option.integer(
+            "endingTimestamp", "batch: end at this time (ms) in every partition", None
+        ).listed(
+            "`spark.read` only: end every partition at the first offset whose timestamp is at "
+            "or after this time (ms); wins over `endingOffsetsByTimestamp` and `endingOffsets`",
+            spark="same",
+        ),
+        Option.string(
+            "endingOffsetsByTimestamp", "batch: JSON end times (ms) per partition", None
+        ).listed(
+            "`spark.read` only: JSON end times (ms) per partition, as "
+            "`startingOffsetsByTimestamp`; wins over `endingOffsets`",
+            spark="same",
+        ),
+        Option.boolean("failOnDataLoss", "fail when offsets are lost (retention, deletion)", True)
+        .lands_in("fail_on_data_loss")
+        .listed(
+            "fail when records a batch must read are gone; `false` skips them with a WARN: "
+            'see "Lost offsets"',
+            spark="same",
+        ),
+        Option.boolean("includeHeaders", "add the headers column", False)
+        .lands_in("include_headers")
+        .listed("add the `headers` column", spark="same"),
         Option.integer(
             "kafkaConsumer.pollTimeoutMs",
             "how long a reader waits for records it knows exist",
             120_000,
             minimum=1,
+        )
+        .lands_in("poll_timeout_ms")
+        .listed(
+            "how long (ms) a reader waits for records that the brokers said exist before it fails",
+            spark="same",
         ),
         Option.integer(
             "fetchOffset.numRetries", "retries of an offset query to the brokers", 3, minimum=0
+        )
+        .lands_in("num_retries")
+        .listed(
+            "retries of the driver's offset lookups; transient errors (leader moving, broker "
+            "restarting) are retried for at least a minute in all",
+            spark="same",
         ),
         Option.integer(
             "fetchOffset.retryIntervalMs", "wait between offset query retries", 10, minimum=0
+        )
+        .lands_in("retry_interval_ms")
+        .listed(
+            "wait (ms) between two tries of an offset lookup; at least 200 ms here",
+            spark="same",
         ),
         Option.integer(
             "minPartitions", "at least this many tasks: large offset ranges are cut", None, 1
+        )
+        .lands_in("min_partitions")
+        .listed(
+            "offset ranges are cut so that a batch has at least this many tasks, each range in "
+            "proportion to its size",
+            spark="same",
         ),
         Option.integer(
             "maxRecordsPerPartition", "cut offset ranges into tasks of at most this many", None, 1
-        ),
+        )
+        .lands_in("max_records_per_partition")
+        .listed("offset ranges are cut so that no task reads more records", spark="same"),
         Option.string(
             "groupIdPrefix", "consumer group id prefix for the readers", "spark-kafka-source"
+        ).listed(
+            "the readers' `group.id` is `<prefix>-<uuid>` unless `kafka.group.id` is given; "
+            "readers never join or commit to it",
+            spark="same",
         ),
         Option.boolean(
             "commitOffsets", "commit processed offsets to kafka.group.id after Spark commits", False
+        )
+        .lands_in("commit_offsets")
+        .listed(
+            "ours: after Spark commits a micro-batch, commit its end offsets to `kafka.group.id` "
+            "(required with it), so lag monitoring sees progress (Flink's commit-on-checkpoint). "
+            "The offsets Spark reads from are always those in its checkpoint, never the group's"
         ),
     )
+    """Spark's Kafka options, with their meaning and defaults, and ``commitOffsets``. An
+    option that lands in a field (:meth:`Option.lands_in`) fills that field of every
+    config that has one: :class:`KafkaSourceConfig`, :class:`KafkaEnumeratorConfig`, its
+    :class:`OffsetFetchRetries`, :class:`KafkaReaderConfig`; :meth:`from_options` makes
+    the other fields."""
 
     def __init__(
         self,
         enumerator: KafkaEnumeratorConfig,
         reader: KafkaReaderConfig,
-        include_headers: bool = False,
-        min_partitions: int | None = None,
-        max_records_per_partition: int | None = None,
+        config: KafkaSourceConfig,
     ) -> None:
         self.enumerator_config = enumerator
         self.reader_config = reader
-        self.include_headers = include_headers
-        self.min_partitions = min_partitions
-        self.max_records_per_partition = max_records_per_partition
+        self.config = config
         self.filters: tuple[Filter, ...] = ()
         """Spark's pushed filters of a bounded read."""
 
@@ -147,36 +272,25 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
                 name, "commitOffsets", "needs kafka.group.id: the consumer group to commit to"
             )
         group_id = kafka.get("group.id") or f"{options['groupIdPrefix']}-{uuid.uuid4()}"
-        enumerator = KafkaEnumeratorConfig(
+        enumerator = filled_config(
+            KafkaEnumeratorConfig,
+            cls.options,
+            options,
             name=name,
             kafka=kafka,
             selection=selection,
             bounds=ReadBounds.from_options(name, options),
-            retries=OffsetFetchRetries(
-                options["fetchOffset.numRetries"], options["fetchOffset.retryIntervalMs"]
-            ),
-            fail_on_data_loss=options["failOnDataLoss"],
+            retries=filled_config(OffsetFetchRetries, cls.options, options),
             fail_when_no_timestamp_offset=strategy == "error",
-            commit_offsets=options["commitOffsets"],
             group_id=group_id,
         )
-        reader = KafkaReaderConfig(
-            name=name,
-            kafka=kafka,
-            group_id=group_id,
-            poll_timeout_ms=options["kafkaConsumer.pollTimeoutMs"],
-            fail_on_data_loss=options["failOnDataLoss"],
+        reader = filled_config(
+            KafkaReaderConfig, cls.options, options, name=name, kafka=kafka, group_id=group_id
         )
-        return cls(
-            enumerator,
-            reader,
-            include_headers=options["includeHeaders"],
-            min_partitions=options["minPartitions"],
-            max_records_per_partition=options["maxRecordsPerPartition"],
-        )
+        return cls(enumerator, reader, filled_config(KafkaSourceConfig, cls.options, options))
 
     def schema(self) -> str:
-        return f"{SCHEMA}, {HEADERS}" if self.include_headers else SCHEMA
+        return f"{SCHEMA}, {HEADERS}" if self.config.include_headers else SCHEMA
 
     def push_filters(
         self, filters: Sequence[Filter], schema: pa.Schema
@@ -194,8 +308,8 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         ``maxRecordsPerPartition``, so that no piece holds more records than that."""
         if self.filters:
             splits = narrowed(splits, self.filters, self._admin)
-        wanted = self.min_partitions
-        most = self.max_records_per_partition
+        wanted = self.config.min_partitions
+        most = self.config.max_records_per_partition
         sizes = [(split.end or split.start) - split.start for split in splits]
         total = sum(sizes)
         if wanted is not None and len(splits) >= wanted:

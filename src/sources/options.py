@@ -8,17 +8,23 @@ Option names match case-insensitively, as everywhere in Spark.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sources.errors import InvalidOptionError
 
-__all__ = ["Listing", "Option", "Options", "parse_options"]
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+__all__ = ["Listing", "Option", "Options", "filled_config", "parse_options"]
+
+ConfigT = TypeVar("ConfigT", bound="DataclassInstance")
 
 
 class _Required:
@@ -93,13 +99,15 @@ class Option:
 
     lands: str | None = None
     """The field of the source's typed config that the parsed value fills, if it fills
-    one as it is."""
+    one as it is; of a source with several configs, the field of that name in each one
+    that has it (see :func:`filled_config`)."""
 
     listing: Listing | None = None
     """Its row in the docs table of the source's options, if it has one."""
 
     def lands_in(self, field: str) -> Option:
-        """This option, filling the typed config's field ``field`` with its value.
+        """This option, filling the typed config's field ``field`` with its value
+        (:func:`filled_config` makes a config of the options that land in it).
 
         Examples
         --------
@@ -354,6 +362,34 @@ def parse_options(source: str, declared: Iterable[Option], given: Mapping[str, s
             raise InvalidOptionError(source, option.name, problem, valid)
         values[option.name] = option.default
     return Options(values)
+
+
+def filled_config(
+    config: type[ConfigT], declared: Iterable[Option], options: Mapping[str, Any], **derived: Any
+) -> ConfigT:
+    """The dataclass ``config`` made of parsed ``options``: each option of ``declared``
+    that lands in one of its fields (:meth:`Option.lands_in`) fills that field with its
+    value, and ``derived`` gives the fields no option fills as it is.
+
+    Raises
+    ------
+    TypeError
+        If a field is filled by neither, or by both.
+
+    Examples
+    --------
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Retries:
+    ...     count: int
+    ...     source: str
+    >>> declared = [Option.integer("retries", "how many", 3).lands_in("count")]
+    >>> filled_config(Retries, declared, Options({"retries": 5}), source="splitsource.test")
+    Retries(count=5, source='splitsource.test')
+    """
+    fields = {field.name for field in dataclasses.fields(config)}
+    landed = {option.lands: options[option.name] for option in declared if option.lands in fields}
+    return config(**landed, **derived)
 
 
 def _unknown(key: str, by_key: Mapping[str, Option]) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sources.files import FileSource
+from sources.kafka import KafkaSource
 from sources.options import Listing, Option
 from sources.spark.datasource import READ_OPTIONS
 from sources.spark.stream_reader import STREAM_OPTIONS
@@ -58,6 +59,11 @@ def _file_cells(option: Option, name: str) -> tuple[str, ...]:
     return (name, listing.formats, listing.spark, shown_default(option), listing.notes)
 
 
+def _spark_cells(option: Option, name: str) -> tuple[str, ...]:
+    listing = _listing(option)
+    return (name, shown_default(option), listing.spark, listing.notes)
+
+
 def _meaning_cells(option: Option, name: str) -> tuple[str, ...]:
     return (name, shown_default(option), _listing(option).notes)
 
@@ -76,6 +82,14 @@ TABLES = (
         ("option", "formats", "Spark's default", "ours", "status"),
         _file_cells,
         FileSource.option_aliases,
+    ),
+    Table(
+        "kafka",
+        "kafka.md",
+        KafkaSource.options,
+        ("option", "default", "Spark's default", "notes"),
+        _spark_cells,
+        KafkaSource.option_aliases,
     ),
     Table(
         "read",
@@ -98,10 +112,11 @@ TABLES = (
 
 
 def render(table: Table) -> str:
-    """The markdown of ``table``: a header, then a row per option in declaration order."""
+    """The markdown of ``table``: a header, then a row per option in declaration order; a
+    family of options such as ``kafka.*`` is named by its prefix and a star."""
     lines = ["| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
     for option in table.options:
-        names = [f"`{option.name}`"] + [
+        names = [f"`{option.name}{'*' if option.is_prefix else ''}`"] + [
             f"(`{alias}`)" for alias, name in table.aliases.items() if name == option.name
         ]
         cells = table.cells(option, " ".join(names))
