@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ from readers.formats import FormatOptions
 from readers.formats.patterns import strptime_format
 from readers.formats.zones import parse_zone_id
 from sources.machine_zone import machine_time_zone
-from sources.options import Option, Options
+from sources.options import Option, Options, filled_config
 
 __all__ = [
     "DEFAULT_ONLY_OPTIONS",
@@ -335,6 +336,5 @@ def format_options_from(declared: Iterable[Option], options: Options) -> FormatO
     Without ``timeZone``, the zone is the driver machine's (:func:`machine_time_zone`),
     found now, on the driver, and carried with the plan to every executor.
     """
-    fields = {option.lands: options[option.name] for option in declared if option.lands}
-    fields["time_zone"] = fields["time_zone"] or machine_time_zone()
-    return FormatOptions(data_schema=pa.schema([]), **fields)
+    config = filled_config(FormatOptions, declared, options, data_schema=pa.schema([]))
+    return replace(config, time_zone=config.time_zone or machine_time_zone())

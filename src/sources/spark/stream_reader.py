@@ -28,7 +28,7 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.state_store import StateStore
 from sources.api import Source
 from sources.errors import InvalidOptionError
-from sources.options import Option, Options
+from sources.options import Option, Options, filled_config
 from sources.spark.partitions import SplitPartitionReading
 from sources.spark.plain_errors import shown_plainly
 
@@ -129,9 +129,7 @@ def check_stream_options(source: Source[Any, Any], options: Options) -> None:
 def admission_limits(options: Options) -> AdmissionLimits:
     """The admission limits the stream options ask for: each option of
     :data:`STREAM_OPTIONS` that lands in a field of :class:`AdmissionLimits` fills it."""
-    return AdmissionLimits(
-        **{option.lands: options[option.name] for option in STREAM_OPTIONS if option.lands}
-    )
+    return filled_config(AdmissionLimits, STREAM_OPTIONS, options)
 
 
 class SplitSourceStreamReader(
