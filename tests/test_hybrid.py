@@ -7,30 +7,38 @@ offsets go through JSON as Spark's offset log passes them.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
 
 import test_serialization
 from enumerators.base import CompletedCheckpoint, EnumeratorContext, ReadMode
 from enumerators.hybrid import HybridState, HybridStateSerializer
 from enumerators.numbers import NumberSequenceStateSerializer
-from helpers.hybrids import NumbersThenRate, NumbersTwice, RateFirst
+from helpers.hybrids import NumbersThenRate, NumbersTwice, RateFirst, run_available_now
 from sources.errors import InvalidOptionError, SchemaMismatchError, SplitSourceError
 from sources.files import FileSource
 from sources.hybrid import HybridSource, HybridStage
 from sources.numbers import NumberSequenceSource
 from sources.serialization import frame, unframe
+from sources.spark import register
 from sources.splits.hybrid import HybridSplit, HybridSplitSerializer
 from sources.splits.numbers import NumberSequenceSplit, NumberSequenceSplitSerializer
 from sources.testing import read_all
 from sources.testing.planning import logged, next_batch, partition_splits, stream_reader
+from sources.testing.streams import last_batch, wait_for
+from test_conformance import ROWS, ProjectSuite, ValueRows
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -354,3 +362,115 @@ def test_a_last_source_that_is_unbounded_streams_after_the_first() -> None:
         indexes.append({s.index for s in partition_splits(reader, reader.partitions(start, end))})
     assert all(index in ({1}, set()) for index in indexes)
     reader.stop()
+
+
+# --- in Spark ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hybrid_spark(spark: SparkSession) -> SparkSession:
+    """The test session with the test hybrids registered."""
+    register(spark, NumbersTwice, NumbersThenRate)
+    return spark
+
+
+@pytest.mark.spark
+def test_spark_reads_a_hybrid_bounded(hybrid_spark: SparkSession) -> None:
+    frame = (
+        hybrid_spark.read.format(NumbersTwice.format_name())
+        .options(**{"first.to": "999", "first.splits": "3", "then.to": "1999"})
+        .load()
+    )
+    assert sorted(row.value for row in frame.collect()) == list(range(2000))
+
+
+def sink_rows(spark: SparkSession, path: Path) -> list[int]:
+    return [row.value for row in spark.read.parquet(str(path)).collect()]
+
+
+@pytest.mark.spark
+def test_spark_streams_a_hybrid_through_the_switch_available_now(
+    hybrid_spark: SparkSession, tmp_path: Path
+) -> None:
+    options = {"first.to": 999, "first.splits": 2, "then.to": 1499, "maxRecordsPerTrigger": 300}
+    query = run_available_now(
+        hybrid_spark.readStream.format(NumbersTwice.format_name())
+        .options(**{k: str(v) for k, v in options.items()})
+        .load(),
+        tmp_path,
+    )
+    assert query.exception() is None
+    sizes = [p.numInputRows for p in query.recentProgress]
+    assert max(sizes) <= 300 and sum(sizes) == 1500
+    assert Counter(sink_rows(hybrid_spark, tmp_path / "out")) == Counter(range(1500))
+
+
+@pytest.mark.spark
+def test_spark_streams_numbers_then_an_unbounded_rate_source(
+    hybrid_spark: SparkSession, tmp_path: Path
+) -> None:
+    query = (
+        hybrid_spark.readStream.format(NumbersThenRate.format_name())
+        .options(
+            **{
+                "first.from": "1000000",
+                "first.to": "1000499",
+                "then.rowsPerSecond": "200",
+                "maxRecordsPerTrigger": "200",
+            }
+        )
+        .load()
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+    def rate_rows_arrived() -> bool:
+        if last_batch(tmp_path / "out" / "_spark_metadata") < 0:
+            return False  # nothing committed to the sink yet
+        return any(value < 1_000_000 for value in sink_rows(hybrid_spark, tmp_path / "out"))
+
+    try:
+        wait_for(rate_rows_arrived, 120, "rows of the rate source")
+    finally:
+        query.stop()
+    values = Counter(sink_rows(hybrid_spark, tmp_path / "out"))
+    numbers = {value: count for value, count in values.items() if value >= 1_000_000}
+    assert numbers == dict.fromkeys(range(1_000_000, 1_000_500), 1)
+    assert set(values.values()) == {1}
+
+
+# --- the conformance kit over a hybrid -------------------------------------------------
+
+
+class NumbersTwiceContext(ValueRows):
+    source_class = NumbersTwice
+    stream_options: ClassVar = {"maxRecordsPerTrigger": 1_000}
+    golden_directory = GOLDEN
+    golden_prefix = "hybrid"
+
+    def create_input(self, splits: int) -> Mapping[str, Any]:
+        self.values = []
+        first = len(self.take(ROWS * splits))
+        then = len(self.take(ROWS))
+        return {"first.to": first - 1, "first.splits": splits, "then.to": first + then - 1}
+
+    def splits(self) -> SearchStrategy[Any]:
+        return hybrid_splits
+
+    def states(self) -> SearchStrategy[Any]:
+        return hybrid_states
+
+    def golden_split(self, version: int) -> Any:
+        return GOLDEN_HYBRID_SPLIT
+
+    def golden_state(self, version: int) -> Any:
+        return GOLDEN_HYBRID_STATE
+
+
+class TestHybridConformance(ProjectSuite):
+    @pytest.fixture
+    def context(self, tmp_path: Path) -> NumbersTwiceContext:
+        return NumbersTwiceContext(tmp_path)

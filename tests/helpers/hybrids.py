@@ -9,12 +9,17 @@ unbounded rate source first, which ``load()`` refuses.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from enumerators.hybrid import SwitchContext
 from sources.hybrid import HybridSource, HybridStage
 from sources.numbers import NumberSequenceSource
 from sources.rate import RateSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.query import StreamingQuery
 
 
 def after_previous(switch: SwitchContext[Any]) -> Mapping[str, str]:
@@ -44,3 +49,17 @@ class RateFirst(HybridSource):
         HybridStage(RateSource, "first."),
         HybridStage(NumberSequenceSource, "then."),
     )
+
+
+def run_available_now(frame: DataFrame, directory: Path, timeout: float = 240) -> StreamingQuery:
+    """Stream ``frame`` into a parquet sink at ``directory/out`` (checkpoint ``directory/cp``)
+    with ``Trigger.AvailableNow``; the query once it ended (or ``timeout`` passed)."""
+    query = (
+        frame.writeStream.format("parquet")
+        .option("path", str(directory / "out"))
+        .option("checkpointLocation", str(directory / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(timeout)
+    return query
