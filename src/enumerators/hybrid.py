@@ -228,6 +228,7 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
         self._in_flight = any(split.index == self._index for split in splits)
 
     def next_splits(self, max_splits: int | None = None) -> list[HybridSplit]:
+        rediscovered = False
         while True:
             if self._fresh:
                 self._fresh = False
@@ -237,24 +238,24 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
                 self._check_bounded(taken)
                 self._in_flight = True
                 return taken
-            if not self._may_switch():
+            if not self._at_seam():
                 return []
+            if self._mode is ReadMode.STREAM and not rediscovered:
+                # The end of a source that is still filling (files arriving) is where one
+                # more discovery, made once everything found before was read, finds nothing.
+                rediscovered = True
+                self._discover_active()
+                if not self._inner.is_end_of_input():
+                    continue
             self._switch()
 
-    def _may_switch(self) -> bool:
+    def _at_seam(self) -> bool:
         """Whether the active source is done and the next may start now."""
         if self._index == self._last or not self._inner.is_end_of_input():
             return False
-        if self._mode is ReadMode.BATCH:
-            return True
-        if self._in_flight:
-            return False  # its last splits are still being read: switch at the next batch
-        if self._mode is ReadMode.STREAM:
-            # The end of a source that is still filling (files arriving) is where one more
-            # discovery, made once everything listed before was read, finds nothing new.
-            self._discover_active()
-            return self._inner.is_end_of_input()
-        return True
+        # In a stream, its last splits must have been read: the switch waits for the batch
+        # after the one that reads them. spark.read reads every split in one job.
+        return self._mode is ReadMode.BATCH or not self._in_flight
 
     def _discover_active(self) -> None:
         if isinstance(self._inner, PeriodicSplitEnumerator):

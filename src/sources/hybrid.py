@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -100,6 +100,9 @@ class HybridStage:
     """Read the hybrid's columns from this source's rows by name, casting safely, instead of
     requiring the same schema: its other columns are dropped."""
 
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    """Options this source gets unless the user gives them under ``prefix``."""
+
 
 class HybridSource(Source[HybridSplit, HybridState]):
     """Reads ``stages`` one after the other as one source; see the module docstring.
@@ -162,7 +165,10 @@ class HybridSource(Source[HybridSplit, HybridState]):
                 f"{cls.__name__}.stages must list at least two HybridStage(...), got "
                 f"{len(cls.stages)}"
             )
-        stage_options = [dict(options[stage.prefix]) for stage in cls.stages]
+        stage_options = [
+            {**{k.lower(): v for k, v in stage.defaults.items()}, **options[stage.prefix]}
+            for stage in cls.stages
+        ]
         sources = [cls._build_stage(index, given) for index, given in enumerate(stage_options)]
         for index, source in enumerate(sources[:-1]):
             if Boundedness.BOUNDED not in source.supported_boundedness:
@@ -237,6 +243,10 @@ class HybridSource(Source[HybridSplit, HybridState]):
                     "columns, or the stage must project (project=True)"
                 )
 
+    def stage_schema(self, index: int) -> pa.Schema:
+        """The Arrow schema source ``index`` produces on its own."""
+        return arrow_schema(self._schemas[index])
+
     # --- HybridStages, for the enumerator ----------------------------------------------
 
     def stage_count(self) -> int:
@@ -251,7 +261,8 @@ class HybridSource(Source[HybridSplit, HybridState]):
             return self.sources[index]
         key = (index, tuple(sorted(start.items())))
         if key not in self._started:
-            self._started[key] = self._build_stage(index, {**self.stage_options[index], **start})
+            given = {**self.stage_options[index], **{k.lower(): v for k, v in start.items()}}
+            self._started[key] = self._build_stage(index, given)
         return self._started[key]
 
     def stage_start(self, index: int, context: SwitchContext[Any]) -> Mapping[str, str]:
