@@ -40,6 +40,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -60,8 +61,10 @@ def bounded(spark: SparkSession, fmt: str, options: dict[str, str]) -> None:
     spark.read.format(fmt).options(**options).load().write.format("noop").mode("overwrite").save()
 
 
-def available_now(spark: SparkSession, fmt: str, options: dict[str, str], checkpoints: Path) -> int:
-    """Read the topic with ``Trigger.AvailableNow`` into the ``noop`` sink; rows read."""
+def available_now_query(
+    spark: SparkSession, fmt: str, options: dict[str, str], checkpoints: Path
+) -> Any:
+    """Read ``fmt`` with ``Trigger.AvailableNow`` into the ``noop`` sink; the ended query."""
     query = (
         spark.readStream.format(fmt)
         .options(**options)
@@ -72,6 +75,12 @@ def available_now(spark: SparkSession, fmt: str, options: dict[str, str], checkp
         .start()
     )
     query.awaitTermination()
+    return query
+
+
+def available_now(spark: SparkSession, fmt: str, options: dict[str, str], checkpoints: Path) -> int:
+    """Read the topic with ``Trigger.AvailableNow`` into the ``noop`` sink; rows read."""
+    query = available_now_query(spark, fmt, options, checkpoints)
     return sum(int(progress["numInputRows"]) for progress in query.recentProgress)
 
 
