@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from bench_kafka import available_now_query
+from bench_kafka import available_now_query, broker_on_loopback
 from helpers.archives import topic_records
 from helpers.kafka_broker import KafkaBroker
 from sources.files import FileSource
@@ -103,13 +101,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    with (
-        tempfile.TemporaryDirectory(prefix="splitsource-bench-hybrid-") as temp,
-        KafkaBroker(Path(temp) / "broker") as broker,
-    ):
-        root = Path(temp)
+    with broker_on_loopback("hybrid") as (root, broker):
         broker.create_topic(TOPIC, partitions=args.partitions)
         broker.fill(TOPIC, records=args.records, value_size=args.value_size)
         ends = write_archive(broker, root / "archive", args.files)

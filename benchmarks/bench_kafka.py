@@ -31,6 +31,7 @@ to compare settings.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import statistics
@@ -38,7 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,14 +156,22 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> None:
-    args = parse_args()
+@contextlib.contextmanager
+def broker_on_loopback(name: str) -> Iterator[tuple[Path, KafkaBroker]]:
+    """A temporary directory and a Kafka broker in it; Spark and its workers kept on
+    loopback and on this Python."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     with (
-        tempfile.TemporaryDirectory(prefix="splitsource-bench-kafka-") as temp,
+        tempfile.TemporaryDirectory(prefix=f"splitsource-bench-{name}-") as temp,
         KafkaBroker(Path(temp) / "broker") as broker,
     ):
+        yield Path(temp), broker
+
+
+def main() -> None:
+    args = parse_args()
+    with broker_on_loopback("kafka") as (root, broker):
         broker.create_topic(TOPIC, partitions=args.partitions)
         began = time.perf_counter()
         broker.fill(TOPIC, records=args.records, value_size=args.value_size)
@@ -176,7 +185,7 @@ def main() -> None:
         spark = local_session("local[2]", "splitsource-bench-kafka", {"spark.jars": jars})
         try:
             register(spark, KafkaSource)
-            times = measure(spark, args, broker.bootstrap, Path(temp) / "checkpoints")
+            times = measure(spark, args, broker.bootstrap, root / "checkpoints")
         finally:
             spark.stop()
     ratios = [report(mode, times[mode], args.records) for mode in MODES]
