@@ -12,9 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from enumerators.base import EnumeratorContext, ReadMode
 from enumerators.files import FileEnumeratorState, FileEnumeratorStateSerializer
@@ -381,3 +383,40 @@ def test_a_stream_restores_from_the_version_1_state_after_the_switch(
         assert enumerator.latest_positions(taken) == {f"1:{GOLDEN_TOPIC}-1": 10}
     finally:
         enumerator.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_the_event_time_watermark_moves_on_after_the_switch(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Flink's users saw watermarks stall after the switch; here Spark derives the watermark
+    from the rows, and it keeps rising through the Kafka batches."""
+    name = topic(partitions=1)
+    base = int(time.time() * 1000) - 120_000
+    records = [{"value": str(i), "timestamp": base + 1000 * i} for i in range(60)]
+    kafka_broker.produce(name, records, partition=0)
+    archive(kafka_broker, name, tmp_path / "archive", {0: 20})
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        maxOffsetsPerTrigger=10,
+        stateLocation=tmp_path / "state",
+    )
+    counts = (
+        spark.readStream.format(FORMAT)
+        .options(**given)
+        .load()
+        .withWatermark("timestamp", "1 second")
+        .groupBy(F.window("timestamp", "5 seconds"))
+        .count()
+    )
+    query = run_available_now(counts, tmp_path)
+    assert query.exception() is None
+    marks = [p.eventTime.get("watermark") for p in query.recentProgress if p.numInputRows]
+    archive_end = base + 1000 * 19
+    kafka_marks = [m for m in marks[1:] if m]
+    assert kafka_marks, marks
+    last = pd.Timestamp(kafka_marks[-1]).value // 1_000_000
+    assert last > archive_end + 20_000, (marks, archive_end)
