@@ -31,6 +31,7 @@ to compare settings.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import statistics
@@ -38,8 +39,9 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -60,8 +62,10 @@ def bounded(spark: SparkSession, fmt: str, options: dict[str, str]) -> None:
     spark.read.format(fmt).options(**options).load().write.format("noop").mode("overwrite").save()
 
 
-def available_now(spark: SparkSession, fmt: str, options: dict[str, str], checkpoints: Path) -> int:
-    """Read the topic with ``Trigger.AvailableNow`` into the ``noop`` sink; rows read."""
+def available_now_query(
+    spark: SparkSession, fmt: str, options: dict[str, str], checkpoints: Path
+) -> Any:
+    """Read ``fmt`` with ``Trigger.AvailableNow`` into the ``noop`` sink; the ended query."""
     query = (
         spark.readStream.format(fmt)
         .options(**options)
@@ -72,6 +76,12 @@ def available_now(spark: SparkSession, fmt: str, options: dict[str, str], checkp
         .start()
     )
     query.awaitTermination()
+    return query
+
+
+def available_now(spark: SparkSession, fmt: str, options: dict[str, str], checkpoints: Path) -> int:
+    """Read the topic with ``Trigger.AvailableNow`` into the ``noop`` sink; rows read."""
+    query = available_now_query(spark, fmt, options, checkpoints)
     return sum(int(progress["numInputRows"]) for progress in query.recentProgress)
 
 
@@ -146,14 +156,22 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> None:
-    args = parse_args()
+@contextlib.contextmanager
+def broker_on_loopback(name: str) -> Iterator[tuple[Path, KafkaBroker]]:
+    """A temporary directory and a Kafka broker in it; Spark and its workers kept on
+    loopback and on this Python."""
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     with (
-        tempfile.TemporaryDirectory(prefix="splitsource-bench-kafka-") as temp,
+        tempfile.TemporaryDirectory(prefix=f"splitsource-bench-{name}-") as temp,
         KafkaBroker(Path(temp) / "broker") as broker,
     ):
+        yield Path(temp), broker
+
+
+def main() -> None:
+    args = parse_args()
+    with broker_on_loopback("kafka") as (root, broker):
         broker.create_topic(TOPIC, partitions=args.partitions)
         began = time.perf_counter()
         broker.fill(TOPIC, records=args.records, value_size=args.value_size)
@@ -167,7 +185,7 @@ def main() -> None:
         spark = local_session("local[2]", "splitsource-bench-kafka", {"spark.jars": jars})
         try:
             register(spark, KafkaSource)
-            times = measure(spark, args, broker.bootstrap, Path(temp) / "checkpoints")
+            times = measure(spark, args, broker.bootstrap, root / "checkpoints")
         finally:
             spark.stop()
     ratios = [report(mode, times[mode], args.records) for mode in MODES]

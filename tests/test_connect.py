@@ -187,6 +187,53 @@ def test_a_kafka_stream_cancelled_and_restarted_reads_each_record_once(
     assert sorted(result["values"]) == list(range(600))
 
 
+@pytest.mark.kafka
+def test_the_hybrid_stream_reads_the_archive_then_kafka_once_over_connect(
+    server: ConnectServer,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    """String options only, from the client: archive files, the switch, Kafka, a restart."""
+    from helpers.archives import archive_in_files
+
+    name = topic(partitions=2)
+    kafka_broker.produce(name, [str(n) for n in range(400)])
+    assert archive_in_files(kafka_broker, name, tmp_path / "archive", 3) == 400
+    kafka_broker.produce(name, [str(n) for n in range(400, 700)])
+    script = """
+        from sources.hybrid_kafka import ArchiveThenKafkaSource
+        from sources.spark import register
+
+        register(spark, ArchiveThenKafkaSource)
+        bootstrap, name, archive, out = args
+
+        def run():
+            query = (spark.readStream.format("splitsource.hybrid")
+                     .option("archive.format", "parquet").option("archive.path", archive)
+                     .option("live.kafka.bootstrap.servers", bootstrap)
+                     .option("live.subscribe", name).option("maxFilesPerTrigger", 1)
+                     .option("maxOffsetsPerTrigger", 100).option("stateLocation", out + "/state")
+                     .load().selectExpr("CAST(value AS BIGINT) AS n")
+                     .writeStream.format("parquet").option("path", out + "/sink")
+                     .option("checkpointLocation", out + "/checkpoint")
+                     .trigger(availableNow=True).start())
+            query.awaitTermination(180)
+            return [progress.numInputRows for progress in query.recentProgress]
+
+        batches = run()
+        values = [row.n for row in spark.read.parquet(out + "/sink").collect()]
+        report(batches=batches, values=values)
+        """
+    args = (kafka_broker.bootstrap, name, str(tmp_path / "archive"), str(tmp_path / "out"))
+    first = server.run(script, *args)
+    assert sorted(first["values"]) == list(range(700))
+    assert max(first["batches"]) <= 134 and len(first["batches"]) >= 3 + 3
+    kafka_broker.produce(name, [str(n) for n in range(700, 750)])
+    second = server.run(script, *args)
+    assert sorted(second["values"]) == list(range(750))
+
+
 def test_stop_gracefully_leaves_nothing_to_replay(server: ConnectServer, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = server.run(

@@ -28,7 +28,11 @@ from sources.spark.partitions import arrow_schema
 from sources.testing import parse_ddl
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import SparkSession
+
+    from helpers.kafka_broker import KafkaBroker
 
 DOCS = Path(__file__).parent.parent / "docs"
 _BLOCK = r"^([ \t]*)```{language}\n(.*?)^\1```$"
@@ -174,6 +178,23 @@ def test_a_user_guide_runs_top_to_bottom(spark: SparkSession, page: str) -> None
     assert python_blocks(path)
     module = run_as_one_module(path)
     assert module.spark is spark  # local_session() gave the running session back
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_the_hybrid_page_runs_against_the_broker(
+    spark: SparkSession,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its example produces to a topic, archives part of it and streams archive then topic."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_broker.bootstrap)
+    monkeypatch.setenv("DEMO_TOPIC", topic(partitions=1))
+    monkeypatch.setenv("DEMO_DIR", str(tmp_path))
+    module = run_as_one_module(DOCS / "hybrid.md")
+    assert module.spark is spark
 
 
 @pytest.mark.cluster

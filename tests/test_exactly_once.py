@@ -237,11 +237,8 @@ def test_driver_sigkill_at_random_moments_loses_and_duplicates_nothing(
 
     def standing_by(name: str) -> Job:
         """A job that starts Spark and waits for its go file; see :mod:`helpers.kill_job`."""
-        job = Job.start(
-            {**settings, "goFile": str(tmp_path / f"{name}.go")}, tmp_path / f"{name}.log"
-        )
-        jobs.append(job)
-        return job
+        jobs.append(Job.standing_by(settings, tmp_path, name))
+        return jobs[-1]
 
     # Each run starts Spark while the previous one runs, and goes once that one is dead.
     upcoming = standing_by("run-0")

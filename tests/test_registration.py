@@ -81,20 +81,21 @@ def test_a_fresh_session_reads_and_streams_the_packaged_formats_with_no_register
     assert report["sqlite"] == [0, 1, 2]
 
 
-def test_without_confluent_kafka_the_kafka_format_says_what_to_install() -> None:
-    """The lookup imports every pyspark_* module at once: this one must import regardless."""
+@pytest.mark.parametrize("name", ["kafka", "hybrid"])
+def test_without_confluent_kafka_a_kafka_format_says_what_to_install(name: str) -> None:
+    """The lookup imports every pyspark_* module at once: these must import regardless."""
     script = textwrap.dedent(
-        """
+        f"""
         import sys
         sys.modules["confluent_kafka"] = None  # as if it were not installed
-        import pyspark_splitsource_kafka as module
-        assert module.DefaultSource.name() == "splitsource.kafka"
-        module.DefaultSource({"subscribe": "t"})
+        import pyspark_splitsource_{name} as module
+        assert module.DefaultSource.name() == "splitsource.{name}"
+        module.DefaultSource({{"subscribe": "t"}})
         """
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 1
-    assert "ImportError: splitsource.kafka needs the confluent-kafka package" in result.stderr
+    assert f"ImportError: splitsource.{name} needs the confluent-kafka package" in result.stderr
     assert "pip install 'splitsource[kafka]'" in result.stderr
 
 

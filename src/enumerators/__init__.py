@@ -2,8 +2,8 @@
 
 The enumerator API (this package's exports), the packaged connectors'
 enumerators (:mod:`.numbers`, :mod:`.rate`, :mod:`.files`, :mod:`.kafka`,
-:mod:`.incremental_table`) and the streaming runtime that drives an enumerator
-(:mod:`.runtime`).
+:mod:`.incremental_table`), the hybrid source's (:mod:`.hybrid`) and the
+streaming runtime that drives an enumerator (:mod:`.runtime`).
 """
 
 from enumerators.base import (

@@ -190,6 +190,38 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         [NumberSequenceSplit(index=1, start=1, end=1)]
         """
 
+    def handle_splits_in_flight(self, splits: Sequence[SplitT]) -> None:
+        """The splits a stream is reading now: handed out, not yet read to their end.
+
+        Called on the driver when a micro-batch is planned, before ``next_splits``,
+        with the splits of the batch before (not under ``spark.read``, where every
+        split handed out is read in the one job). An enumerator that must wait for
+        its splits to finish before it hands out others (a hybrid source switching
+        to its next source) keeps the answer; the default ignores it.
+
+        Examples
+        --------
+        >>> from enumerators import StaticSplitEnumerator
+        >>> StaticSplitEnumerator([]).handle_splits_in_flight([])  # nothing to do
+        """
+
+    def splits_available_later(self) -> Sequence[SplitT]:
+        """Splits available now that this enumerator can hand out only later.
+
+        ``Trigger.AvailableNow`` fixes the input of its run when it starts, from the
+        splits being read, those ``next_splits`` hands out and these; unbounded ones
+        among them are read up to ``latest_positions`` then. A hybrid source returns the
+        splits of its later sources, whose start waits for the earlier ones to end,
+        with the ids they will be handed out with. The default returns none.
+
+        Examples
+        --------
+        >>> from enumerators import StaticSplitEnumerator
+        >>> StaticSplitEnumerator([]).splits_available_later()
+        ()
+        """
+        return ()
+
     def latest_positions(self, splits: Sequence[SplitT]) -> Mapping[str, int]:
         """The position up to which each unbounded split can be read now, by split id.
 

@@ -63,7 +63,9 @@ class InvalidOptionError(SplitSourceError, ValueError):
     def __init__(self, source: str, option: str, problem: str, valid: Iterable[str] = ()) -> None:
         self.source = source
         self.option = option
-        listed = ", ".join(sorted(valid))
+        self.problem = problem
+        self.valid = tuple(valid)
+        listed = ", ".join(sorted(self.valid))
         hint = f" Valid options for {source}: {listed}." if listed else ""
         super().__init__(f"Option '{option}' of {source}: {problem}.{hint}")
 

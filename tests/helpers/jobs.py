@@ -34,6 +34,13 @@ class Job(KitJob):
     ) -> Job:
         return super().start(settings, log_path, job_env(), (sys.executable, str(JOB)))
 
+    @classmethod
+    def standing_by(cls, settings: dict[str, Any], directory: Path, name: str) -> Job:
+        """A job that starts Spark and waits for ``<directory>/<name>.go``, logging to
+        ``<name>.log``; see :mod:`helpers.kill_job`."""
+        go = {**settings, "goFile": str(directory / f"{name}.go")}
+        return cls.start(go, directory / f"{name}.log")
+
 
 def assert_every_number_once(spark: Any, output: Path, last: int) -> None:
     """Read the sink with Spark (through ``_spark_metadata``): 0 .. last, each once."""

@@ -18,7 +18,7 @@ Settings (JSON object):
 - ``trigger``: ``"continuous"`` (``processingTime="0 seconds"``, stops once
   the source had no more data for ``IDLE_SECONDS``) or ``"availableNow"``.
 - ``goFile`` (optional): stand by until this file exists; it holds the trigger.
-- ``format``: ``"numbers"``, ``"files"``, ``"kafka"``, ``"killonce"`` or
+- ``format``: ``"numbers"``, ``"files"``, ``"kafka"``, ``"hybrid"``, ``"killonce"`` or
   ``"killoncekafka"`` (see :mod:`helpers.kill_sources`).
 - ``schema`` (optional): the read schema, as a DDL string.
 - ``select`` (optional): SQL expressions applied to the read (``selectExpr``).
@@ -44,9 +44,15 @@ def run(settings: dict[str, Any]) -> dict[str, Any]:
         settings.get("master", "local[2]"), "splitsource-kill-job", conf=QUICK_JVM
     )
     from sources.files import FileSource
+    from sources.hybrid_kafka import ArchiveThenKafkaSource
     from sources.kafka import KafkaSource
 
-    source_classes: list[Any] = [NumberSequenceSource, FileSource, KafkaSource]
+    source_classes: list[Any] = [
+        NumberSequenceSource,
+        FileSource,
+        KafkaSource,
+        ArchiveThenKafkaSource,
+    ]
     if settings.get("format", "").startswith("killonce"):
         from pyspark import cloudpickle
 

@@ -1,7 +1,8 @@
 """What "available now" means for one ``Trigger.AvailableNow`` run.
 
 At the first planning call of the run, the enumerator makes one discovery and
-the target is fixed: the splits known then (being read or pending) and, for
+the target is fixed: the splits known then (being read, pending, or available
+only later, as a hybrid source's later sources) and, for
 unbounded ones, how far they could be read then. The run reads no other split
 and no split beyond its target position, so it ends.
 """
@@ -34,7 +35,7 @@ class AvailableNowTarget:
             enumerator.handle_discovered_splits(enumerator.discover_more_splits())
         pending = list(enumerator.next_splits())
         enumerator.add_splits_back(pending)
-        known = [*active, *pending]
+        known = [*active, *pending, *enumerator.splits_available_later()]
         unbounded = [split for split in known if split.end_position() is None]
         positions = dict(enumerator.latest_positions(unbounded)) if unbounded else {}
         return cls(frozenset(split.split_id for split in known), positions)

@@ -129,6 +129,7 @@ class StreamCoordinator:
             assert isinstance(enumerator, PeriodicSplitEnumerator)
             enumerator.handle_discovered_splits(found)
         active = self._active(start)
+        enumerator.handle_splits_in_flight([entry.split for entry in active.values()])
         if self._mode is ReadMode.AVAILABLE_NOW and self._target is None:
             self._target = AvailableNowTarget.fix(
                 enumerator, [entry.split for entry in active.values()]

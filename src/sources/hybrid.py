@@ -1,0 +1,370 @@
+"""``HybridSource``: several sources read as one, one after the other (Flink's FLIP-150).
+
+Every source but the last must be read to an end (bounded); when one ends, a
+switch hook may derive the next source's start from where it ended (the
+archive's last offsets → Kafka's starting offsets). A subclass declares its
+sources as :class:`HybridStage`s, each configured by the options under its
+prefix; :mod:`enumerators.hybrid` switches, :mod:`readers.hybrid` reads.
+
+Checked at ``load()``: every source but the last supports bounded reads, and the
+sources' schemas agree, or a stage that projects has every column of the
+hybrid's schema (the first source's) in a type that casts safely to it.
+
+Examples
+--------
+>>> from sources.numbers import NumberSequenceSource
+>>> from sources.testing import read_all
+>>> class TwoRuns(HybridSource):
+...     name = "two-runs"
+...     stages = (
+...         HybridStage(NumberSequenceSource, "first."),
+...         HybridStage(
+...             NumberSequenceSource,
+...             "then.",
+...             start=lambda switch: {"from": str(switch.previous.end + 1)},
+...         ),
+...     )
+>>> read_all(TwoRuns, {"first.to": 2, "then.to": 5})["value"].to_pylist()
+[0, 1, 2, 3, 4, 5]
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from pyspark.sql.types import StructType
+
+from enumerators.base import EnumeratorContext
+from enumerators.hybrid import (
+    HybridEnumerator,
+    HybridState,
+    HybridStateSerializer,
+    SwitchContext,
+    SwitchHook,
+)
+from readers.hybrid import HybridSplitReader
+from sources.api import Source
+from sources.errors import InvalidOptionError, SchemaMismatchError, SourceDefinitionError
+from sources.options import Option, Options
+from sources.spark.partitions import arrow_schema
+from sources.split import Boundedness
+from sources.splits.hybrid import HybridSplit, HybridSplitSerializer
+from sources.testing.ddl import parse_ddl
+
+__all__ = ["HybridSource", "HybridStage", "SwitchContext"]
+
+FRAMEWORK_OPTIONS = (
+    "maxRecordsPerTrigger",
+    "maxSplitsPerTrigger",
+    "maxBytesPerTrigger",
+    "minRecordsPerTrigger",
+    "maxTriggerDelay",
+    "discoveryInterval",
+    "stateLocation",
+    "stateStorageOptions",
+    "numPartitions",
+    "maxPartitionBytes",
+    "maxRecordsPerBatch",
+    "maxBytesPerBatch",
+    "fetchQueueCapacity",
+)
+"""Options of the whole read (admission, state, partitioning): given without a prefix."""
+
+
+@dataclass(frozen=True)
+class HybridStage:
+    """One source of a hybrid: its class, the prefix of its options, how it starts.
+
+    Examples
+    --------
+    >>> from sources.numbers import NumberSequenceSource
+    >>> HybridStage(NumberSequenceSource, "first.").prefix
+    'first.'
+    """
+
+    source_class: type[Source[Any, Any]]
+    """The source; built from the hybrid's options under ``prefix``, the prefix taken off."""
+
+    prefix: str
+    """Its options' prefix, ending in a dot (``archive.`` → ``archive.path`` is ``path``)."""
+
+    start: SwitchHook | None = None
+    """Derives this source's start options from the source before it, once that one ended;
+    ``None`` starts it as its own options say. Unused for the first source."""
+
+    project: bool = False
+    """Read the hybrid's columns from this source's rows by name, casting safely, instead of
+    requiring the same schema: its other columns are dropped."""
+
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    """Options this source gets unless the user gives them under ``prefix``."""
+
+
+class HybridSource(Source[HybridSplit, HybridState]):
+    """Reads ``stages`` one after the other as one source; see the module docstring.
+
+    A subclass sets ``name`` and ``stages``; its options are each stage's under the
+    stage's prefix, plus any it declares in ``extra_options`` (read them in
+    :meth:`configure`). Admission limits, ``stateLocation`` and the other options of
+    every splitsource read are given once, without a prefix, and apply on both sides.
+    """
+
+    stages: ClassVar[Sequence[HybridStage]] = ()
+    """The sources, in reading order; every one but the last must support bounded reads."""
+
+    extra_options: ClassVar[Sequence[Option]] = ()
+    """Options of the hybrid itself, beside the stages' prefixes."""
+
+    supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.stages:
+            return
+        cls.options = (
+            *(
+                Option.prefixed(stage.prefix, f"options of {stage.source_class.format_name()}")
+                for stage in cls.stages
+            ),
+            *cls.extra_options,
+        )
+        cls.supported_boundedness = frozenset(cls.stages[-1].source_class.supported_boundedness)
+        aliases: dict[str, str] = {}
+        for stage in cls.stages:
+            aliases.update(
+                {
+                    a: n
+                    for a, n in stage.source_class.option_aliases.items()
+                    if n in FRAMEWORK_OPTIONS
+                }
+            )
+        cls.option_aliases = aliases
+        classes = [stage.source_class for stage in cls.stages]
+        cls.positions_count_records = any(c.positions_count_records for c in classes)
+        cls.streams_need_state_location = any(c.streams_need_state_location for c in classes)
+        cls.default_max_partition_bytes = classes[0].default_max_partition_bytes
+        batch_rows = [c.default_max_records_per_batch or 0 for c in classes]
+        cls.default_max_records_per_batch = max(batch_rows) or None
+
+    def __init__(
+        self, stage_options: Sequence[Mapping[str, str]], sources: Sequence[Source[Any, Any]]
+    ) -> None:
+        self.stage_options = tuple(dict(options) for options in stage_options)
+        self.sources = tuple(sources)
+        self._started: dict[tuple[int, tuple[tuple[str, str], ...]], Source[Any, Any]] = {}
+        self._schemas = [_struct(source.schema()) for source in self.sources]
+
+    @classmethod
+    def from_options(cls, options: Options) -> HybridSource:
+        if len(cls.stages) < 2:
+            raise SourceDefinitionError(
+                f"{cls.__name__}.stages must list at least two HybridStage(...), got "
+                f"{len(cls.stages)}"
+            )
+        stage_options = [
+            {**{k.lower(): v for k, v in stage.defaults.items()}, **options[stage.prefix]}
+            for stage in cls.stages
+        ]
+        sources = [cls._build_stage(index, given) for index, given in enumerate(stage_options)]
+        for index, source in enumerate(sources[:-1]):
+            if Boundedness.BOUNDED not in source.supported_boundedness:
+                stage = cls.stages[index]
+                raise InvalidOptionError(
+                    cls.format_name(),
+                    f"{stage.prefix}*",
+                    f"configures {source.format_name()}, which cannot be read to an end; "
+                    "every source but the last must support bounded reads, so make it the "
+                    "last source or use a bounded one",
+                )
+        hybrid = cls(stage_options, sources)
+        hybrid.configure(options)
+        hybrid.check_schemas()
+        return hybrid
+
+    def configure(self, options: Options) -> None:
+        """Take the values of ``extra_options`` and check them with the stages; no-op here."""
+
+    @classmethod
+    def _build_stage(cls, index: int, given: Mapping[str, str]) -> Source[Any, Any]:
+        stage = cls.stages[index]
+        try:
+            source, _ = stage.source_class.from_spark_options(given)
+        except InvalidOptionError as error:
+            option, problem = error.option, error.problem
+            whole = {name.lower(): name for name in (*FRAMEWORK_OPTIONS, *cls.option_aliases)}
+            if option.lower() in whole:
+                option = whole[option.lower()]
+                problem = f"applies to the whole read: give it as '{option}', without a prefix"
+            raise InvalidOptionError(
+                cls.format_name(),
+                stage.prefix + option,
+                problem,
+                [stage.prefix + name for name in error.valid],
+            ) from None
+        return source
+
+    def check_schemas(self) -> None:
+        """Raise ``SchemaMismatchError`` naming the column and both types where they differ."""
+        target = self._schemas[0]
+        first = self.stage_name(0)
+        for index in range(1, len(self.sources)):
+            stage, schema = self.stages[index], self._schemas[index]
+            names = {f.name: f for f in schema.fields}
+            for column in target.fields:
+                found = names.get(column.name)
+                if found is None:
+                    raise SchemaMismatchError(
+                        f"Column '{column.name}' ({_sql(column)}) of {first} is missing from "
+                        f"{self.stage_name(index)}, whose columns are "
+                        f"{', '.join(names)}; every source of {self.format_name()} must "
+                        "produce the first one's columns"
+                    )
+                if found.dataType == column.dataType:
+                    continue
+                if not stage.project or not _casts(found, column):
+                    fix = (
+                        "the types do not cast safely"
+                        if stage.project
+                        else "make the types agree, or have the stage project (project=True)"
+                    )
+                    raise SchemaMismatchError(
+                        f"Column '{column.name}' is {_sql(column)} in {first} but "
+                        f"{_sql(found)} in {self.stage_name(index)}: {fix}"
+                    )
+            extra = [name for name in names if name not in target.names]
+            if extra and not stage.project:
+                raise SchemaMismatchError(
+                    f"Column '{extra[0]}' of {self.stage_name(index)} is not a column of "
+                    f"{first}; every source of {self.format_name()} must produce the same "
+                    "columns, or the stage must project (project=True)"
+                )
+
+    def stage_schema(self, index: int) -> pa.Schema:
+        """The Arrow schema source ``index`` produces on its own."""
+        return arrow_schema(self._schemas[index])
+
+    # --- HybridStages, for the enumerator ----------------------------------------------
+
+    def stage_count(self) -> int:
+        return len(self.sources)
+
+    def stage_name(self, index: int) -> str:
+        """The stage as messages name it: ``'archive.*' (splitsource.files)``."""
+        return f"'{self.stages[index].prefix}*' ({self.sources[index].format_name()})"
+
+    def stage_source(self, index: int, start: Mapping[str, str]) -> Source[Any, Any]:
+        if not start:
+            return self.sources[index]
+        key = (index, tuple(sorted(start.items())))
+        if key not in self._started:
+            given = {**self.stage_options[index], **{k.lower(): v for k, v in start.items()}}
+            self._started[key] = self._build_stage(index, given)
+        return self._started[key]
+
+    def stage_start(self, index: int, context: SwitchContext[Any]) -> Mapping[str, str]:
+        hook = self.stages[index].start
+        return {} if hook is None else hook(context)
+
+    # --- Source --------------------------------------------------------------------------
+
+    def schema(self) -> StructType | str:
+        return self.sources[0].schema()
+
+    def pin(self) -> None:
+        for source in self.sources:
+            source.pin()
+
+    def unpinned(self) -> HybridSource:
+        unpinned = copy.copy(self)
+        unpinned.sources = tuple(source.unpinned() for source in self.sources)
+        unpinned._started = {}
+        return unpinned
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_started": {}}
+
+    def create_enumerator(self, context: EnumeratorContext) -> HybridEnumerator:
+        inner = self.sources[0].create_enumerator(context)
+        return HybridEnumerator(self, context, HybridState(0, None), inner)
+
+    def restore_enumerator(
+        self, context: EnumeratorContext, state: HybridState
+    ) -> HybridEnumerator:
+        inner = self.stage_source(state.index, state.start).restore_enumerator(context, state.state)
+        return HybridEnumerator(self, context, state, inner)
+
+    def refine_plan(self, splits: Sequence[HybridSplit]) -> list[HybridSplit]:
+        refined: list[HybridSplit] = []
+        for index, source in enumerate(self.sources):
+            mine = [split.split for split in splits if split.index == index]
+            if mine:
+                refined += [HybridSplit(index, s) for s in source.refine_plan(mine)]
+        return refined
+
+    def create_reader(self, schema: pa.Schema) -> HybridSplitReader:
+        factories = []
+        for index, source in enumerate(self.sources):
+            own = arrow_schema(self._schemas[index])
+            missing = [name for name in schema.names if name not in own.names]
+            if missing:
+                raise SchemaMismatchError(
+                    f"Column '{missing[0]}' of the read's schema is not a column of "
+                    f"{self.stage_name(index)}; read only columns every source has"
+                )
+            # Each source reads the columns asked for in its own types; the runtime casts.
+            read = pa.schema([own.field(name) for name in schema.names])
+            factories.append(_factory(source, read))
+        return HybridSplitReader(factories)
+
+    def split_serializer(self) -> HybridSplitSerializer:
+        return HybridSplitSerializer([source.split_serializer() for source in self.sources])
+
+    def enumerator_state_serializer(self) -> HybridStateSerializer:
+        return HybridStateSerializer(
+            [source.enumerator_state_serializer() for source in self.sources]
+        )
+
+    def storage_options_for(self, url: str) -> Mapping[str, Any]:
+        for source in self.sources:
+            found = source.storage_options_for(url)
+            if found:
+                return found
+        return {}
+
+
+def _factory(source: Source[Any, Any], schema: pa.Schema) -> Any:
+    return lambda: source.create_reader(schema)
+
+
+def _struct(schema: StructType | str) -> StructType:
+    return parse_ddl(schema) if isinstance(schema, str) else schema
+
+
+def _sql(field: Any) -> str:
+    return str(field.dataType.simpleString()).upper()
+
+
+def _casts(found: Any, column: Any) -> bool:
+    """Whether every value of ``found``'s type has one of ``column``'s: the same kind, no
+    narrower (integers and floats widen, integers become floats, binary and strings turn
+    into each other, timestamps and dates change unit)."""
+    source = arrow_schema(StructType([found]))[0].type
+    target = arrow_schema(StructType([column]))[0].type
+    t = pa.types
+    if source == target:
+        return True
+    if t.is_integer(source) and t.is_integer(target):
+        signed = bool(t.is_signed_integer(target))
+        if signed == bool(t.is_signed_integer(source)):
+            return bool(target.bit_width >= source.bit_width)
+        return signed and bool(target.bit_width > source.bit_width)
+    if (t.is_integer(source) or t.is_floating(source)) and t.is_floating(target):
+        return bool(not t.is_floating(source) or target.bit_width >= source.bit_width)
+    texts = (t.is_binary, t.is_large_binary, t.is_string, t.is_large_string)
+    if any(check(source) for check in texts) and any(check(target) for check in texts):
+        return True
+    return bool((t.is_timestamp(source) or t.is_date(source)) and t.is_timestamp(target))

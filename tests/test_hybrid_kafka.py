@@ -1,0 +1,422 @@
+"""``splitsource.hybrid``: a topic's archive in Parquet files, then the topic from the real broker.
+
+The archive is the topic's own records, read back and written as files
+(:mod:`helpers.archives`), so offsets and timestamps are Kafka's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+
+from enumerators.base import EnumeratorContext, ReadMode
+from enumerators.files import FileEnumeratorState, FileEnumeratorStateSerializer
+from enumerators.hybrid import HybridState, HybridStateSerializer
+from enumerators.kafka import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
+from helpers.archives import archive, topic_records
+from helpers.hybrids import run_available_now
+from sources.errors import InvalidOptionError
+from sources.hybrid_kafka import ArchiveThenKafkaSource
+from sources.serialization import frame, unframe
+from sources.splits.kafka import KafkaPartitionSplit
+from sources.testing.planning import logged, next_batch, partition_splits, stream_reader
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from helpers.kafka_broker import KafkaBroker
+
+FORMAT = "splitsource.hybrid"
+
+
+def options(broker: KafkaBroker | str, name: str, path: Path, **more: Any) -> dict[str, str]:
+    bootstrap = broker if isinstance(broker, str) else broker.bootstrap
+    given = {
+        "archive.format": "parquet",
+        "archive.path": str(path),
+        "live.kafka.bootstrap.servers": bootstrap,
+        "live.subscribe": name,
+        **more,
+    }
+    return {key: str(value) for key, value in given.items()}
+
+
+def positions(rows: list[Any]) -> Counter[tuple[int, int]]:
+    return Counter((row["partition"], row["offset"]) for row in rows)
+
+
+def written(broker: KafkaBroker, name: str, partitions: int, per_partition: int) -> None:
+    for partition in range(partitions):
+        records = [
+            {"key": f"k{partition}", "value": f"v{partition}-{i}"} for i in range(per_partition)
+        ]
+        broker.produce(name, records, partition=partition)
+
+
+# --- load() checks, no broker needed --------------------------------------------------
+
+
+def _files(path: Path, table: pa.Table) -> Path:
+    path.mkdir()
+    pq.write_table(table, path / "part-0.parquet")
+    return path
+
+
+def _offsets_archive(path: Path) -> Path:
+    """An archive of one record with ``topic``, ``partition`` and ``offset`` only."""
+    return _files(
+        path, pa.table({"topic": ["t"], "partition": pa.array([0], pa.int32()), "offset": [1]})
+    )
+
+
+def test_offsets_handoff_over_an_archive_without_offsets_fails_at_load(tmp_path: Path) -> None:
+    path = _files(
+        tmp_path / "a",
+        pa.table({"topic": ["t"], "timestamp": pa.array([1], pa.timestamp("us", "UTC"))}),
+    )
+    with pytest.raises(
+        InvalidOptionError,
+        match=r"'handoff'.*offsets needs the archive's columns topic, partition, offset"
+        r".*has no partition, offset.*handoff=timestamp",
+    ):
+        ArchiveThenKafkaSource.from_spark_options(options("127.0.0.1:1", "t", path))
+
+
+def test_timestamp_handoff_over_an_archive_without_timestamps_fails_at_load(tmp_path: Path) -> None:
+    path = _offsets_archive(tmp_path / "a")
+    with pytest.raises(
+        InvalidOptionError, match=r"timestamp needs the archive's columns timestamp"
+    ):
+        ArchiveThenKafkaSource.from_spark_options(
+            options("127.0.0.1:1", "t", path, handoff="timestamp")
+        )
+
+
+def test_a_kafka_start_time_with_offsets_handoff_fails_at_load(tmp_path: Path) -> None:
+    path = _offsets_archive(tmp_path / "a")
+    with pytest.raises(InvalidOptionError, match=r"'live\.startingTimestamp'.*handoff=offsets"):
+        ArchiveThenKafkaSource.from_spark_options(
+            options("127.0.0.1:1", "t", path, **{"live.startingTimestamp": "5"})
+        )
+
+
+def test_an_unknown_prefix_fails_at_load_naming_it(tmp_path: Path) -> None:
+    path = _offsets_archive(tmp_path / "a")
+    with pytest.raises(
+        InvalidOptionError, match=r"'arhive\.format'.*archive\.\*, handoff, live\.\*"
+    ):
+        ArchiveThenKafkaSource.from_spark_options(
+            {**options("127.0.0.1:1", "t", path), "arhive.format": "json"}
+        )
+
+
+def test_the_rows_have_the_archives_columns_with_kafkas_cast_to_them(tmp_path: Path) -> None:
+    table = pa.table(
+        {"value": ["x"], "topic": ["t"], "partition": pa.array([0], pa.int64()), "offset": [1]}
+    )
+    source, _ = ArchiveThenKafkaSource.from_spark_options(
+        options("127.0.0.1:1", "t", _files(tmp_path / "a", table))
+    )
+    assert source.stage_schema(0).names == ["value", "topic", "partition", "offset"]
+
+
+# --- with the broker -----------------------------------------------------------------
+
+
+@pytest.mark.kafka
+def test_the_offsets_handoff_starts_each_partition_one_past_the_archive(
+    kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    name = topic(partitions=3)
+    written(kafka_broker, name, 3, 20)
+    archive(kafka_broker, name, tmp_path / "archive", {0: 12, 1: 20})  # partition 2 absent
+    reader = stream_reader(
+        ArchiveThenKafkaSource,
+        options(
+            kafka_broker,
+            name,
+            tmp_path / "archive",
+            **{"live.startingOffsets": "earliest", "stateLocation": tmp_path / "state"},
+        ),
+    )
+    start = logged(reader.initialOffset())
+    end = next_batch(reader, start)
+    first = partition_splits(reader, reader.partitions(start, end))
+    assert {split.index for split in first} == {0}
+    later = next_batch(reader, end)
+    kafka = {
+        s.split.partition: (s.split.start, s.split.end)
+        for s in partition_splits(reader, reader.partitions(end, later))
+    }
+    reader.stop()
+    assert kafka == {0: (12, 20), 2: (0, 20)}  # partition 1 is archived whole
+
+
+@pytest.mark.kafka
+def test_files_arriving_during_the_file_phase_are_read_before_the_switch(
+    kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    name = topic(partitions=1)
+    written(kafka_broker, name, 1, 30)
+    archive(kafka_broker, name, tmp_path / "archive", {0: 10}, name="early")
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        maxFilesPerTrigger=1,
+        stateLocation=tmp_path / "state",
+    )
+    reader = stream_reader(ArchiveThenKafkaSource, given)
+    offsets = [logged(reader.initialOffset())]
+    offsets.append(next_batch(reader, offsets[-1]))
+    archive(kafka_broker, name, tmp_path / "archive", {0: 25}, name="late")  # offsets 0..24
+    plans = []
+    for _ in range(2):  # the late file, then the first Kafka batch
+        offsets.append(next_batch(reader, offsets[-1]))
+        plans.append(partition_splits(reader, reader.partitions(offsets[-2], offsets[-1])))
+    reader.stop()
+    assert [{s.index for s in plan} for plan in plans] == [{0}, {1}]
+    kafka = [s.split for s in plans[1]]
+    assert [(s.partition, s.start) for s in kafka] == [(0, 25)]
+
+
+@pytest.fixture
+def spark(spark: SparkSession) -> SparkSession:
+    """The test session with splitsource.hybrid registered."""
+    from sources.spark import register
+
+    register(spark, ArchiveThenKafkaSource)
+    return spark
+
+
+def hybrid_rows(frame: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict() for row in frame.collect()]
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_bounded_read_is_the_archive_then_kafka_up_to_its_latest_offsets(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    name = topic(partitions=2)
+    written(kafka_broker, name, 2, 40)
+    archived = archive(kafka_broker, name, tmp_path / "archive", {0: 25, 1: 3})
+    frame = (
+        spark.read.format(FORMAT)
+        .options(**options(kafka_broker, name, tmp_path / "archive"))
+        .load()
+    )
+    assert frame.schema.simpleString().startswith(
+        "struct<key:binary,value:string,topic:string,partition:int"
+    )
+    rows = hybrid_rows(frame)
+    assert positions(rows) == Counter({(p, o): 1 for p in (0, 1) for o in range(40)})
+    assert sum(1 for row in rows if row["value"] is not None) == 80
+    assert archived.num_rows == 28
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_available_now_reads_through_the_switch_exactly_once_under_admission_limits(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    name = topic(partitions=2)
+    written(kafka_broker, name, 2, 30)
+    archive(kafka_broker, name, tmp_path / "archive", {0: 10, 1: 5})
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        maxFilesPerTrigger=1,
+        maxOffsetsPerTrigger=7,
+        stateLocation=tmp_path / "state",
+        **{"live.startingOffsets": "earliest"},
+    )
+
+    def run() -> Any:
+        query = run_available_now(spark.readStream.format(FORMAT).options(**given).load(), tmp_path)
+        assert query.exception() is None
+        return query
+
+    query = run()
+    sizes = [p.numInputRows for p in query.recentProgress if p.numInputRows]
+    assert max(sizes) <= 10 and len(sizes) >= 2 + (20 + 25) // 7
+    assert positions(hybrid_rows(spark.read.parquet(str(tmp_path / "out")))) == Counter(
+        {(p, o): 1 for p in (0, 1) for o in range(30)}
+    )
+    written(kafka_broker, name, 2, 5)
+    run()
+    assert positions(hybrid_rows(spark.read.parquet(str(tmp_path / "out")))) == Counter(
+        {(p, o): 1 for p in (0, 1) for o in range(35)}
+    )
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_the_timestamp_handoff_starts_kafka_at_the_archives_last_time(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    name = topic(partitions=1)
+    # Recent times: the broker's retention (7 days) would delete records stamped older.
+    stamps = [int(time.time() * 1000) - 60_000 + 1000 * i for i in range(20)]
+    kafka_broker.produce(
+        name, [{"value": f"v{i}", "timestamp": t} for i, t in enumerate(stamps)], partition=0
+    )
+    archive(kafka_broker, name, tmp_path / "archive", {0: 8})
+    frame = (
+        spark.read.format(FORMAT)
+        .options(**options(kafka_broker, name, tmp_path / "archive", handoff="timestamp"))
+        .load()
+    )
+    counts = positions(hybrid_rows(frame))
+    # Kafka starts at the first record at or after the archive's last timestamp: that one
+    # record (offset 7) is read twice, by the archive and by Kafka; every other once.
+    assert counts == Counter({**{(0, o): 1 for o in range(20)}, (0, 7): 2})
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_kafka_start_already_deleted_by_retention_fails_or_reads_on(
+    spark: SparkSession,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+    tmp_path: Path,
+    fail_on_data_loss: bool,
+) -> None:
+    """The archive ends at offset 50, but retention has deleted Kafka's records up to 200."""
+    from test_kafka_failures import set_retention, wait_for_log_start
+
+    name = topic(partitions=1, config={"internal.segment.bytes": "1024"})
+
+    def produce(numbers: range) -> None:
+        for start in range(numbers.start, numbers.stop, 5):  # a batch must fit a segment
+            kafka_broker.produce(name, [str(n) for n in range(start, start + 5)], partition=0)
+
+    produce(range(100))
+    archive(kafka_broker, name, tmp_path / "archive", {0: 50})
+    produce(range(100, 200))
+    set_retention(kafka_broker, name, 500)
+    wait_for_log_start(kafka_broker, name, 200)
+    set_retention(kafka_broker, name, -1)
+    produce(range(200, 210))
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        stateLocation=tmp_path / "state",
+        **{"live.failOnDataLoss": str(fail_on_data_loss).lower()},
+    )
+    frame = spark.readStream.format(FORMAT).options(**given).load()
+    numbers = frame.selectExpr("CAST(value AS BIGINT) AS n")
+    if fail_on_data_loss:
+        with pytest.raises(Exception, match=r"offsets \[50, 200\) are gone") as error:
+            run_available_now(numbers, tmp_path)
+        assert "failOnDataLoss=false" in str(error.value)
+        return
+    assert run_available_now(numbers, tmp_path).exception() is None
+    read = sorted(row.n for row in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert read == [*range(50), *range(200, 210)]
+
+
+# --- the state's first version ---------------------------------------------------------
+
+GOLDEN = Path(__file__).parent / "golden"
+GOLDEN_TOPIC = "hybrid-golden"
+GOLDEN_ARCHIVE_STATE = HybridState(
+    0,
+    FileEnumeratorState(
+        (), {"/golden/archive/part-0.parquet": 1_717_200_000_123}, (), 1_717_200_000_123
+    ),
+    {},
+)
+GOLDEN_LIVE_STATE = HybridState(
+    1,
+    KafkaEnumeratorState(
+        True,
+        frozenset({(GOLDEN_TOPIC, 0), (GOLDEN_TOPIC, 1)}),
+        (KafkaPartitionSplit(GOLDEN_TOPIC, 1, 7, None),),
+    ),
+    {"startingOffsets": '{"hybrid-golden":{"0":5,"1":7}}'},
+)
+STATE_SERIALIZER = HybridStateSerializer(
+    [FileEnumeratorStateSerializer(), KafkaEnumeratorStateSerializer()]
+)
+
+
+def test_the_version_1_state_before_the_switch_still_reads_the_same() -> None:
+    data = (GOLDEN / "hybrid_kafka_state_v1_archive.bin").read_bytes()
+    assert unframe(STATE_SERIALIZER, data, "golden state") == GOLDEN_ARCHIVE_STATE
+
+
+def test_the_version_1_state_after_the_switch_still_reads_and_writes_the_same() -> None:
+    data = (GOLDEN / "hybrid_kafka_state_v1_live.bin").read_bytes()
+    assert unframe(STATE_SERIALIZER, data, "golden state") == GOLDEN_LIVE_STATE
+    assert frame(STATE_SERIALIZER, GOLDEN_LIVE_STATE) == data
+
+
+@pytest.mark.kafka
+def test_a_stream_restores_from_the_version_1_state_after_the_switch(
+    kafka_broker: KafkaBroker, tmp_path: Path
+) -> None:
+    """The state holds Kafka's start: restoring needs neither the archive nor the hook."""
+    kafka_broker.create_topic(GOLDEN_TOPIC, 2)
+    written(kafka_broker, GOLDEN_TOPIC, 2, 10)
+    path = _files(tmp_path / "a", topic_records(kafka_broker, GOLDEN_TOPIC))
+    source, _ = ArchiveThenKafkaSource.from_spark_options(options(kafka_broker, GOLDEN_TOPIC, path))
+    data = (GOLDEN / "hybrid_kafka_state_v1_live.bin").read_bytes()
+    state = unframe(source.enumerator_state_serializer(), data, "golden state")
+    enumerator = source.restore_enumerator(EnumeratorContext(ReadMode.STREAM), state)
+    enumerator.start()
+    try:
+        taken = enumerator.next_splits()
+        assert [(s.split_id, s.split.start) for s in taken] == [(f"1:{GOLDEN_TOPIC}-1", 7)]
+        assert enumerator.latest_positions(taken) == {f"1:{GOLDEN_TOPIC}-1": 10}
+    finally:
+        enumerator.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_the_event_time_watermark_moves_on_after_the_switch(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Flink's users saw watermarks stall after the switch; here Spark derives the watermark
+    from the rows, and it keeps rising through the Kafka batches."""
+    name = topic(partitions=1)
+    base = int(time.time() * 1000) - 120_000
+    records = [{"value": str(i), "timestamp": base + 1000 * i} for i in range(60)]
+    kafka_broker.produce(name, records, partition=0)
+    archive(kafka_broker, name, tmp_path / "archive", {0: 20})
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        maxOffsetsPerTrigger=10,
+        stateLocation=tmp_path / "state",
+    )
+    counts = (
+        spark.readStream.format(FORMAT)
+        .options(**given)
+        .load()
+        .withWatermark("timestamp", "1 second")
+        .groupBy(F.window("timestamp", "5 seconds"))
+        .count()
+    )
+    query = run_available_now(counts, tmp_path)
+    assert query.exception() is None
+    marks = [p.eventTime.get("watermark") for p in query.recentProgress if p.numInputRows]
+    archive_end = base + 1000 * 19
+    kafka_marks = [m for m in marks[1:] if m]
+    assert kafka_marks, marks
+    last = pd.Timestamp(kafka_marks[-1]).value // 1_000_000
+    assert last > archive_end + 20_000, (marks, archive_end)
