@@ -46,8 +46,9 @@ PORT = 15002
 _SERVE = """
 import sys
 from sources.spark import local_session
+from sources.testing.stream_job import QUICK_JVM
 
-spark = local_session(connect=True)
+spark = local_session(conf=QUICK_JVM, connect=True)
 sys.stdin.read()
 spark.stop()
 """
