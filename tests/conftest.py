@@ -10,7 +10,7 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
@@ -63,7 +63,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _long(item: pytest.Item) -> bool:
     """A test marked slow, or one of a group that a single worker runs through."""
-    return any(item.iter_markers("slow")) or any(item.iter_markers("xdist_group"))
+    return any(item.iter_markers("slow")) or worker_group(item.nodeid) != item.nodeid
+
+
+_WORKER_GROUPS = {
+    # A Connect server listens on port 15002: one at a time.
+    "tests/test_connect.py::": "connect-port-15002",
+    "tests/test_docs.py::test_the_deploying_page_starts_servers": "connect-port-15002",
+    # The module's tests share one standalone cluster.
+    "tests/test_standalone.py::": "standalone",
+}
+
+
+def worker_group(nodeid: str) -> str:
+    """What one pytest-xdist worker runs together with the test ``nodeid``: its group above,
+    else its class (class fixtures, such as the conformance kit's standby driver, start
+    once), else the test alone."""
+    for prefix, group in _WORKER_GROUPS.items():
+        if nodeid.startswith(prefix):
+            return group
+    path, _, names = nodeid.partition("::")
+    if "::" in names:
+        return f"{path}::{names.split('::')[0]}"
+    return nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Parallel runs (``./dev test``) hand each worker whole groups (:func:`worker_group`).
+
+    pytest-xdist's own ``--dist loadgroup`` cannot be used: it renames tests through an
+    attribute that pytest 9.2 no longer reads, so its groups are split across workers.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -21,8 +21,7 @@ from helpers.connect_server import PORT, ConnectServer
 if TYPE_CHECKING:
     from helpers.kafka_broker import KafkaBroker
 
-# Its server listens on port 15002: parallel runs keep its users on one worker.
-pytestmark = [pytest.mark.connect, pytest.mark.xdist_group("connect-port-15002")]
+pytestmark = pytest.mark.connect
 
 
 @pytest.fixture(scope="module")

@@ -199,7 +199,6 @@ def test_the_hybrid_page_runs_against_the_broker(
 
 @pytest.mark.cluster
 @pytest.mark.connect
-@pytest.mark.xdist_group("connect-port-15002")  # its Connect server listens on 15002
 def test_the_deploying_page_starts_servers_its_python_blocks_use(tmp_path: Path) -> None:
     """Each shell block after the first starts a server: it runs after the first (the
     environment) in a shell whose PATH starts with this environment, as an activated

@@ -26,8 +26,7 @@ if TYPE_CHECKING:
     from helpers.kafka_broker import KafkaBroker
     from helpers.standalone import StandaloneCluster
 
-# The module's tests share one cluster: parallel runs keep them on one worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.xdist_group("standalone")]
+pytestmark = [pytest.mark.cluster, pytest.mark.spark]
 
 FILES_DRIVER = textwrap.dedent(
     """

@@ -23,14 +23,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from sources.spark import local_session
-from sources.testing.conformance import SourceConformanceSuite
 from sources.testing.jobs import workers_import_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "pytest_collection_modifyitems",
     "pytest_configure",
     "splitsource_cluster_spark",
     "splitsource_spark",
@@ -40,19 +38,6 @@ __all__ = [
 def pytest_configure(config: pytest.Config) -> None:
     """Declare the marker the conformance suite puts on its Spark cases."""
     config.addinivalue_line("markers", "spark: runs a real local Spark session")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, keep each conformance class on one worker (``--dist loadgroup``):
-    its cases share a driver process that starts while the first ones run."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        suite = getattr(item, "cls", None)
-        if isinstance(suite, type) and issubclass(suite, SourceConformanceSuite):
-            group = f"splitsource-conformance-{suite.__module__}.{suite.__qualname__}"
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def _session(request: pytest.FixtureRequest, master: str) -> Iterator[SparkSession]:
