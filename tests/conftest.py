@@ -59,6 +59,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if marker is not None:
                 item.add_marker(marker)
     items.sort(key=lambda item: not _long(item))
+    if any(item.get_closest_marker(name) for item in items for name in _STARTS_SPARK):
+        from sources.testing.class_archive import use_class_archive
+
+        use_class_archive()
+
+
+_STARTS_SPARK = ("spark", "cluster", "connect", "slow")
+"""Markers of tests that start Spark drivers: those runs share a class archive
+(:mod:`sources.testing.class_archive`), made once, which cuts each driver's start."""
 
 
 def _long(item: pytest.Item) -> bool:

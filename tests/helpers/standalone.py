@@ -28,6 +28,7 @@ import pyspark
 
 from helpers.ports import free_ports
 from helpers.service import Service
+from sources.testing.class_archive import quick_jvm_options
 
 __all__ = ["StandaloneCluster", "StandaloneClusterError"]
 
@@ -81,6 +82,7 @@ class StandaloneCluster(Service):
             SPARK_HOME=str(SPARK_HOME),
             SPARK_LOCAL_IP="127.0.0.1",
             SPARK_DAEMON_MEMORY="256m",
+            SPARK_DAEMON_JAVA_OPTS=quick_jvm_options(),
             PYSPARK_PYTHON=sys.executable,
             PYTHONPATH=path,
         )

@@ -11,6 +11,9 @@ Installed with splitsource, it offers two fixtures to any test suite:
 Spark's Python workers are processes of their own: they find the author's modules
 through ``PYTHONPATH``, which the fixtures extend with the directories of
 ``sys.path`` inside the test run's root (the checkout), before Spark starts.
+Before the first session, the fixtures also give every Spark driver of the run a
+class archive (:mod:`sources.testing.class_archive`, made once in the cache
+directory): each driver, the kit's kill-and-restart jobs among them, starts on less CPU.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from sources.spark import local_session
+from sources.testing.class_archive import use_class_archive
 from sources.testing.jobs import workers_import_path
 
 if TYPE_CHECKING:
@@ -43,6 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _session(request: pytest.FixtureRequest, master: str) -> Iterator[SparkSession]:
     os.environ["PYTHONPATH"] = workers_import_path(request.config.rootpath)
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    use_class_archive()
     spark = local_session(master, "splitsource-tests")
     yield spark
     spark.stop()

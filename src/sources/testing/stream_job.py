@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark import cloudpickle
 
 from sources.spark import local_session, register
+from sources.testing.class_archive import QUICK_JVM_OPTIONS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -39,8 +40,8 @@ __all__ = ["run", "run_query", "stand_by", "trigger_of", "write_to_sink"]
 
 WAITING_FOR_DATA = "Waiting for data to arrive"
 """``StreamingQuery.status`` message once a trigger found no new data."""
-QUICK_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-"""The driver JVM starts with about a third less CPU time without C2 and parallel GC."""
+QUICK_JVM = {"spark.driver.extraJavaOptions": QUICK_JVM_OPTIONS}
+"""The job's driver JVM options (see :data:`QUICK_JVM_OPTIONS`)."""
 IDLE_SECONDS = 3.0
 """A continuous run stops once its source had no data for this long."""
 STANDBY_TIMEOUT = 900.0
