@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,7 +17,14 @@ from hypothesis import strategies as st
 
 from enumerators import CompletedCheckpoint, StaticSplitEnumerator
 from enumerators.rate import RateEnumerator, RateState
-from enumerators.runtime.admission import OFFER_CHUNK, AdmissionLimits, fair_shares
+from enumerators.runtime.admission import (
+    OFFER_CHUNK,
+    Admission,
+    AdmissionLimits,
+    RecordSharing,
+    fair_shares,
+    proportional_shares,
+)
 from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.graceful_stop import GracefulStop
 from enumerators.runtime.state_store import StateStore
@@ -329,6 +338,69 @@ def test_fair_shares_are_max_min_fair(backlogs: dict[str, int], budget: int) -> 
     for split, share in shares.items():
         if share < backlogs[split]:
             assert all(share >= other - 1 for other in shares.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    backlogs=st.dictionaries(
+        st.text("abc", min_size=1, max_size=3), st.integers(0, 10**6), max_size=12
+    ),
+    budget=st.integers(1, 10**6),
+)
+def test_proportional_shares_follow_the_backlogs_and_starve_no_split(
+    backlogs: dict[str, int], budget: int
+) -> None:
+    shares = proportional_shares(backlogs, budget)
+    total = sum(backlogs.values())
+    waiting = [s for s in backlogs if backlogs[s] > 0]
+
+    assert shares.keys() == backlogs.keys()
+    assert all(0 <= shares[s] <= backlogs[s] for s in backlogs)
+    assert all(shares[s] >= 1 for s in waiting), "a split with a backlog is never starved"
+    # Each share is its exact proportion, rounded (down, or up from below 1) within
+    # floating point's error, unless the backlog caps it.
+    for split in waiting:
+        exact = Fraction(budget * backlogs[split], total)
+        if shares[split] < backlogs[split]:
+            error = exact / 10**9
+            assert exact - 1 - error < shares[split] <= max(exact + error, 1)
+    # Rounding up from below 1 is the only way past the budget: by at most one a split.
+    small = sum(1 for s in waiting if Fraction(budget * backlogs[s], total) < 1)
+    assert sum(shares.values()) <= budget + small
+    # A larger backlog never gets a smaller share, and the order of the splits is no input.
+    ranked = sorted(waiting, key=lambda s: backlogs[s])
+    assert all(shares[a] <= shares[b] for a, b in itertools.pairwise(ranked))
+    assert proportional_shares(dict(reversed(backlogs.items())), budget) == shares
+
+
+def test_proportional_shares_split_1200_over_1000_2000_3000_as_spark_does() -> None:
+    backlogs = {"t-0": 1000, "t-1": 2000, "t-2": 3000}
+    assert proportional_shares(backlogs, 1200) == {"t-0": 200, "t-1": 400, "t-2": 600}
+    assert fair_shares(backlogs, 1200) == {"t-0": 400, "t-1": 400, "t-2": 400}
+
+
+def test_proportional_shares_round_a_share_below_one_up_and_the_others_down() -> None:
+    assert proportional_shares({"small": 1, "large": 10_000}, 10) == {"small": 1, "large": 9}
+    assert proportional_shares({"a": 0, "b": 0}, 10) == {"a": 0, "b": 0}
+    assert proportional_shares({"a": 3, "b": 5}, 100) == {"a": 3, "b": 5}
+
+
+@pytest.mark.parametrize(
+    ("sharing", "counted", "expected"),
+    [
+        (RecordSharing.PROPORTIONAL, True, {"a": 200, "b": 400, "c": 600}),
+        (RecordSharing.FAIR, True, {"a": 400, "b": 400, "c": 400}),
+        (RecordSharing.PROPORTIONAL, False, {"a": 400, "b": 400, "c": 400}),
+    ],
+)
+def test_admission_shares_the_record_budget_by_the_rule_the_limits_name(
+    sharing: RecordSharing, counted: bool, expected: dict[str, int]
+) -> None:
+    """Splits read whole (``counted`` False, a hybrid's archive) fall back to the fair rule."""
+    admission = Admission(AdmissionLimits(max_records=1200, record_sharing=sharing))
+    backlogs = {"a": 1000, "b": 2000, "c": 3000}
+    assert admission.grants(backlogs, limited=True, records_counted=counted) == expected
+    assert admission.grants(backlogs, limited=False) == backlogs
 
 
 class _RecordingEnumerator(StaticSplitEnumerator[NumberSequenceSplit]):

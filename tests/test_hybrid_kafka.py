@@ -22,11 +22,13 @@ from enumerators.base import EnumeratorContext, ReadMode
 from enumerators.files import FileEnumeratorState, FileEnumeratorStateSerializer
 from enumerators.hybrid import HybridState, HybridStateSerializer
 from enumerators.kafka import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
-from helpers.archives import archive, topic_records
+from enumerators.runtime.admission import RecordSharing
+from helpers.archives import archive, archive_in_files, topic_records
 from helpers.hybrids import run_available_now
 from sources.errors import InvalidOptionError
 from sources.hybrid_kafka import ArchiveThenKafkaSource
 from sources.serialization import frame, unframe
+from sources.spark.datasource import data_source_for
 from sources.splits.kafka import KafkaPartitionSplit
 from sources.testing.planning import logged, next_batch, partition_splits, stream_reader
 
@@ -129,7 +131,55 @@ def test_the_rows_have_the_archives_columns_with_kafkas_cast_to_them(tmp_path: P
     assert source.stage_schema(0).names == ["value", "topic", "partition", "offset"]
 
 
+def test_max_offsets_per_trigger_is_given_once_for_the_whole_read(tmp_path: Path) -> None:
+    path = _offsets_archive(tmp_path / "a")
+    given = options("127.0.0.1:1", "t", path, stateLocation=tmp_path / "state")
+    reader = stream_reader(ArchiveThenKafkaSource, {**given, "maxOffsetsPerTrigger": 50})
+    assert reader.limits.record_sharing is RecordSharing.PROPORTIONAL
+    assert reader.limits.max_records == 50
+    with pytest.raises(InvalidOptionError, match=r"'live\.maxOffsetsPerTrigger'.*without a prefix"):
+        data_source_for(ArchiveThenKafkaSource)({**given, "live.maxOffsetsPerTrigger": "50"})
+    both = {**given, "maxOffsetsPerTrigger": "50", "maxRecordsPerTrigger": "50"}
+    with pytest.raises(InvalidOptionError, match=r"'maxOffsetsPerTrigger'.*maxRecordsPerTrigger"):
+        data_source_for(ArchiveThenKafkaSource)(both)
+
+
 # --- with the broker -----------------------------------------------------------------
+
+
+@pytest.mark.kafka
+def test_max_offsets_per_trigger_shares_kafka_by_sparks_rule_and_archive_files_fairly(
+    kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Files are read whole, one position each: Spark's rule would grant every file in
+    flight its one, so the archive side shares the limit fairly, one file a record."""
+    name = topic(partitions=3)
+
+    def produce() -> None:
+        for partition, count in enumerate((10, 20, 30)):
+            kafka_broker.produce(name, [f"v{i}" for i in range(count)], partition=partition)
+
+    produce()
+    archive_in_files(kafka_broker, name, tmp_path / "archive", files=7)
+    produce()  # Kafka's backlogs after the handoff: 10, 20, 30
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        maxOffsetsPerTrigger=6,
+        stateLocation=tmp_path / "state",
+    )
+    reader = stream_reader(ArchiveThenKafkaSource, given)
+    offsets = [logged(reader.initialOffset())]
+    plans = []
+    for _ in range(3):  # six files, the seventh, then Kafka
+        offsets.append(next_batch(reader, offsets[-1]))
+        plans.append(partition_splits(reader, reader.partitions(offsets[-2], offsets[-1])))
+    reader.stop()
+    assert [len(plan) for plan in plans[:2]] == [6, 1]
+    assert {s.index for plan in plans[:2] for s in plan} == {0}
+    kafka = {s.split.partition: (s.split.start, s.split.end) for s in plans[2]}
+    assert kafka == {0: (10, 11), 1: (20, 22), 2: (30, 33)}  # 6 * 10/60, 6 * 20/60, ...
 
 
 @pytest.mark.kafka

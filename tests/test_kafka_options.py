@@ -9,13 +9,17 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from enumerators.base import ReadMode
 from enumerators.kafka import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
+from enumerators.runtime.admission import AdmissionLimits, RecordSharing
 from sources.errors import InvalidOptionError
 from sources.kafka import KafkaSource
 from sources.serialization import frame, unframe
+from sources.spark.datasource import data_source_for
 from sources.splits.kafka import KafkaPartitionSplit, KafkaPartitionSplitSerializer
+from sources.testing.planning import stream_reader
 
 GOLDEN = Path(__file__).parent / "golden"
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "events"}
@@ -38,11 +42,36 @@ def error_of(**given: str) -> str:
 
 def test_kafka_settings_pass_through_and_spark_aliases_apply() -> None:
     built, framework = KafkaSource.from_spark_options(
-        {**BASE, "kafka.Fetch.Min.Bytes": "10", "maxOffsetsPerTrigger": "500"},
+        {**BASE, "kafka.Fetch.Min.Bytes": "10", "minOffsetsPerTrigger": "500"},
         extra=_stream_options(),
     )
     assert built.reader_config.kafka.client()["fetch.min.bytes"] == "10"
-    assert framework["maxRecordsPerTrigger"] == 500
+    assert framework["minRecordsPerTrigger"] == 500
+
+
+@pytest.mark.parametrize(
+    ("given", "sharing"),
+    [
+        ("maxOffsetsPerTrigger", RecordSharing.PROPORTIONAL),
+        ("MAXOFFSETSPERTRIGGER", RecordSharing.PROPORTIONAL),
+        ("maxRecordsPerTrigger", RecordSharing.FAIR),
+    ],
+)
+def test_max_offsets_per_trigger_shares_by_sparks_rule_and_max_records_fairly(
+    given: str, sharing: RecordSharing
+) -> None:
+    reader = stream_reader(KafkaSource, {**BASE, given: "1200"})
+    assert reader.limits == AdmissionLimits(max_records=1200, record_sharing=sharing)
+    assert reader.getDefaultReadLimit() == ReadMaxRows(1200)
+
+
+def test_max_offsets_and_max_records_per_trigger_together_fail_at_load_naming_both() -> None:
+    given = {**BASE, "maxOffsetsPerTrigger": "1200", "maxRecordsPerTrigger": "1200"}
+    with pytest.raises(InvalidOptionError) as caught:
+        data_source_for(KafkaSource)(given)
+    message = str(caught.value)
+    assert "'maxOffsetsPerTrigger'" in message and "maxRecordsPerTrigger" in message
+    assert "choose one" in message
 
 
 def test_bootstrap_servers_are_required() -> None:

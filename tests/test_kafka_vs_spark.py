@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 
+from enumerators.runtime.admission import fair_shares
 from sources.filters import EqualTo, GreaterThanOrEqual, LessThan
 from sources.kafka import KafkaSource
 from sources.spark.datasource import plan_bounded
@@ -206,3 +207,79 @@ def test_pushed_kafka_filters_narrow_the_planned_ranges(
     planned = pushed.refine_plan(plan_bounded(pushed))
     # Partition 2 holds records 2, 5, 8, ...: record 62 (start + 62 s) is its offset 20.
     assert [(s.partition, s.start, s.end) for s in planned] == [(2, 20, 90)]
+
+
+BACKLOGS = (1000, 2000, 3000)
+"""Records per partition of the admission tests' topic."""
+
+
+def _with_backlogs(broker: KafkaBroker, name: str) -> None:
+    for partition, count in enumerate(BACKLOGS):
+        broker.produce(name, [f"{partition}-{i}" for i in range(count)], partition=partition)
+
+
+def _records_per_batch(
+    spark: SparkSession, fmt: str, options: dict[str, str], checkpoint: Path
+) -> list[tuple[int, ...]]:
+    """Each micro-batch's record count per partition, of an AvailableNow stream of ``fmt``."""
+    batches: list[tuple[int, ...]] = []
+
+    def count(batch: DataFrame, _: int) -> None:
+        counts = dict(batch.groupBy("partition").count().collect())
+        batches.append(tuple(counts.get(p, 0) for p in range(len(BACKLOGS))))
+
+    query = (
+        spark.readStream.format(fmt)
+        .options(startingOffsets="earliest", **options)
+        .load()
+        .writeStream.foreachBatch(count)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(300)
+    assert query.exception() is None
+    return [counts for counts in batches if any(counts)]
+
+
+def test_max_offsets_per_trigger_shares_each_batch_across_partitions_as_spark_does(
+    spark_kafka: SparkSession,
+    kafka_spark: SparkSession,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    """Spark splits ``maxOffsetsPerTrigger`` in proportion to the partitions' backlogs."""
+    name = topic(partitions=3)
+    _with_backlogs(kafka_broker, name)
+    given = {
+        "kafka.bootstrap.servers": kafka_broker.bootstrap,
+        "subscribe": name,
+        "maxOffsetsPerTrigger": "1200",
+    }
+    batches = {fmt: _records_per_batch(spark_kafka, fmt, given, tmp_path / fmt) for fmt in FORMATS}
+    assert batches["splitsource.kafka"] == batches["kafka"]
+    assert batches["kafka"] == [(200, 400, 600)] * 5
+
+
+def test_max_records_per_trigger_shares_each_batch_across_partitions_max_min_fairly(
+    kafka_spark: SparkSession,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    name = topic(partitions=3)
+    _with_backlogs(kafka_broker, name)
+    given = {
+        "kafka.bootstrap.servers": kafka_broker.bootstrap,
+        "subscribe": name,
+        "maxRecordsPerTrigger": "1200",
+    }
+    batches = _records_per_batch(kafka_spark, "splitsource.kafka", given, tmp_path)
+    assert batches[0] == (400, 400, 400)
+    left = dict(enumerate(BACKLOGS))
+    for counts in batches:
+        shares = fair_shares({str(p): n for p, n in left.items()}, 1200)
+        assert counts == tuple(shares[str(p)] for p in left)
+        left = {p: n - read for (p, n), read in zip(left.items(), counts, strict=True)}
+    assert not any(left.values()), "the backlog is drained"

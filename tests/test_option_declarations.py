@@ -17,7 +17,7 @@ import pytest
 
 from enumerators.kafka import KafkaEnumeratorConfig
 from enumerators.kafka_admin import OffsetFetchRetries
-from enumerators.runtime.admission import AdmissionLimits
+from enumerators.runtime.admission import AdmissionLimits, RecordSharing
 from helpers import option_tables
 from readers.formats import FormatOptions
 from readers.kafka import KafkaReaderConfig
@@ -25,7 +25,7 @@ from sources.file_format_options import format_options_from
 from sources.files import FileSource
 from sources.kafka import KafkaSource, KafkaSourceConfig
 from sources.options import Option, parse_options
-from sources.spark.stream_reader import STREAM_OPTIONS, admission_limits
+from sources.spark.stream_reader import STREAM_OPTIONS, admission_limits, stream_options_of
 
 INTERNAL_FORMAT_FIELDS = {"data_schema", "batch_rows", "row_filters", "extra_values_malformed"}
 """FormatOptions fields the reader sets, not an option."""
@@ -87,11 +87,32 @@ def test_the_options_of_a_plain_read_give_the_default_format_options() -> None:
     assert built.time_zone
 
 
+ADMISSION_DERIVED_FIELDS = {"record_sharing"}
+"""AdmissionLimits fields that no option fills as it is: which record limit was given."""
+
+
 def test_every_admission_limit_is_filled_by_one_stream_option_with_its_default() -> None:
     declared = {field: option.default for field, option in landing(STREAM_OPTIONS).items()}
-    assert declared == defaults(AdmissionLimits)
+    expected = defaults(AdmissionLimits)
+    assert declared == {f: v for f, v in expected.items() if f not in ADMISSION_DERIVED_FIELDS}
     parsed = parse_options("splitsource.test", STREAM_OPTIONS, {"maxSplitsPerTrigger": "3"})
     assert admission_limits(parsed) == AdmissionLimits(max_splits=3)
+
+
+@pytest.mark.parametrize(
+    ("given", "sharing"),
+    [
+        ("maxRecordsPerTrigger", RecordSharing.FAIR),
+        ("maxOffsetsPerTrigger", RecordSharing.PROPORTIONAL),
+    ],
+)
+def test_the_record_limit_given_to_kafka_says_how_it_is_shared(
+    given: str, sharing: RecordSharing
+) -> None:
+    declared = stream_options_of(KafkaSource)
+    parsed = parse_options("splitsource.kafka", declared, {given: "1200"})
+    limits = admission_limits(parsed, KafkaSource.proportional_record_limit)
+    assert limits == AdmissionLimits(max_records=1200, record_sharing=sharing)
 
 
 @pytest.mark.parametrize("config", KAFKA_DERIVED_FIELDS, ids=lambda config: config.__name__)

@@ -89,6 +89,14 @@ class Source(ABC, Generic[SplitT, StateT]):
     """True if a split's positions count its records (numbers, Kafka offsets), so that
     ``maxRecordsPerTrigger`` can be applied; False for splits read whole (files)."""
 
+    proportional_record_limit: ClassVar[Option | None] = None
+    """An option under Spark's name for a limit of records per micro-batch that Spark
+    shares over splits in proportion to their backlogs (Kafka's ``maxOffsetsPerTrigger``),
+    if the source has one. splitsource parses it beside its stream options and shares it
+    by Spark's rule (:func:`~enumerators.runtime.admission.proportional_shares`);
+    ``maxRecordsPerTrigger``, shared max-min fairly, stays available, and a user who
+    gives both is refused at ``load()``. Declare it with ``default=None``."""
+
     streams_need_state_location: ClassVar[bool] = False
     """True if the enumerator state of a stream outgrows a Spark offset in normal use
     (files: the paths already read), so that ``stateLocation`` is required up front
@@ -236,6 +244,17 @@ class Source(ABC, Generic[SplitT, StateT]):
         options pack them. The default returns ``splits`` unchanged.
         """
         return splits
+
+    def split_counts_records(self, split: SplitT) -> bool:
+        """Whether the positions of ``split`` count its records. Driver only.
+
+        A stream asks before sharing a record limit in proportion to backlogs: a split
+        read whole has one position, which Spark's rule would always grant, so a batch
+        with such a split in flight shares max-min fairly instead. The default is
+        ``positions_count_records``; a source of several kinds of split (a hybrid of
+        files and Kafka) answers per split.
+        """
+        return self.positions_count_records
 
     def push_filters(
         self, filters: Sequence[Filter], schema: pa.Schema

@@ -110,7 +110,9 @@ class HybridSource(Source[HybridSplit, HybridState]):
     A subclass sets ``name`` and ``stages``; its options are each stage's under the
     stage's prefix, plus any it declares in ``extra_options`` (read them in
     :meth:`configure`). Admission limits, ``stateLocation`` and the other options of
-    every splitsource read are given once, without a prefix, and apply on both sides.
+    every splitsource read are given once, without a prefix, and apply on both sides; so
+    is a stage's ``proportional_record_limit`` (Kafka's ``maxOffsetsPerTrigger``), which
+    shares by Spark's rule only while that stage's splits are read.
     """
 
     stages: ClassVar[Sequence[HybridStage]] = ()
@@ -143,6 +145,8 @@ class HybridSource(Source[HybridSplit, HybridState]):
                 }
             )
         cls.option_aliases = aliases
+        limits = [c.proportional_record_limit for c in (s.source_class for s in cls.stages)]
+        cls.proportional_record_limit = next((o for o in limits if o is not None), None)
         classes = [stage.source_class for stage in cls.stages]
         cls.positions_count_records = any(c.positions_count_records for c in classes)
         cls.streams_need_state_location = any(c.streams_need_state_location for c in classes)
@@ -195,7 +199,15 @@ class HybridSource(Source[HybridSplit, HybridState]):
             source, _ = stage.source_class.from_spark_options(given)
         except InvalidOptionError as error:
             option, problem = error.option, error.problem
-            whole = {name.lower(): name for name in (*FRAMEWORK_OPTIONS, *cls.option_aliases)}
+            proportional = cls.proportional_record_limit
+            whole = {
+                name.lower(): name
+                for name in (
+                    *FRAMEWORK_OPTIONS,
+                    *cls.option_aliases,
+                    *([] if proportional is None else [proportional.name]),
+                )
+            }
             if option.lower() in whole:
                 option = whole[option.lower()]
                 problem = f"applies to the whole read: give it as '{option}', without a prefix"
@@ -286,6 +298,10 @@ class HybridSource(Source[HybridSplit, HybridState]):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_started": {}}
+
+    def split_counts_records(self, split: HybridSplit) -> bool:
+        """As its own source says: Kafka's offsets count records, archive files do not."""
+        return self.sources[split.index].split_counts_records(split.split)
 
     def create_enumerator(self, context: EnumeratorContext) -> HybridEnumerator:
         inner = self.sources[0].create_enumerator(context)

@@ -82,11 +82,19 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
     # the JVM faster (measured in docs/performance.md); maxBytesPerBatch still bounds
     # batches of large records.
     default_max_records_per_batch = 50_000
-    option_aliases: ClassVar = MappingProxyType(
-        {
-            "maxOffsetsPerTrigger": "maxRecordsPerTrigger",
-            "minOffsetsPerTrigger": "minRecordsPerTrigger",
-        }
+    option_aliases: ClassVar = MappingProxyType({"minOffsetsPerTrigger": "minRecordsPerTrigger"})
+    proportional_record_limit: ClassVar = Option.integer(
+        "maxOffsetsPerTrigger",
+        "most offsets one micro-batch reads, shared over partitions in proportion to their "
+        "backlogs, as Spark does",
+        default=None,
+        minimum=1,
+    ).listed(
+        "most offsets one micro-batch reads, split over the partitions in proportion to "
+        "their backlogs by Spark's rule, to the same offsets (a partition's share below 1 "
+        "is rounded up, others down); `maxRecordsPerTrigger` shares max-min fairly "
+        "instead: give one of them",
+        spark="same",
     )
     options: ClassVar = (
         Option.prefixed("kafka.", "confluent-kafka settings, e.g. kafka.bootstrap.servers").listed(

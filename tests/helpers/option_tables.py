@@ -86,7 +86,7 @@ TABLES = (
     Table(
         "kafka",
         "kafka.md",
-        KafkaSource.options,
+        tuple(o for o in (*KafkaSource.options, KafkaSource.proportional_record_limit) if o),
         ("option", "default", "Spark's default", "notes"),
         _spark_cells,
         KafkaSource.option_aliases,

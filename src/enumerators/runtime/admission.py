@@ -1,26 +1,49 @@
 """Admission control: how much of the available input one micro-batch takes.
 
 The limits come from read options and apply unless Spark asks for everything
-(``ReadAllAvailable``: ``Trigger.AvailableNow`` and ``Trigger.Once``). Record
-budgets are shared max-min fairly: every split with a backlog gets an equal
-share, and what a small split does not need goes to the others, so a large
-split never starves the rest and a small one always finishes.
+(``ReadAllAvailable``: ``Trigger.AvailableNow`` and ``Trigger.Once``). A record
+budget is shared by one of two rules (:class:`RecordSharing`): max-min fairly
+(``maxRecordsPerTrigger``: every split with a backlog gets an equal share, and
+what a small split does not need goes to the others, so a large split never
+starves the rest and a small one always finishes), or in proportion to the
+backlogs, as Spark's Kafka source shares ``maxOffsetsPerTrigger``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from enumerators.base import SplitEnumerator
 from sources.split import UNKNOWN_SPLIT_BYTES, SourceSplit
 
-__all__ = ["OFFER_CHUNK", "Admission", "AdmissionLimits", "fair_shares"]
+__all__ = [
+    "OFFER_CHUNK",
+    "Admission",
+    "AdmissionLimits",
+    "RecordSharing",
+    "fair_shares",
+    "proportional_shares",
+]
 
 OFFER_CHUNK = 1024
 """Splits asked of the enumerator at a time when only a byte budget limits a batch."""
+
+
+class RecordSharing(Enum):
+    """How ``max_records`` is shared over the splits in flight."""
+
+    FAIR = "fair"
+    """Max-min fairly (:func:`fair_shares`): ``maxRecordsPerTrigger``."""
+
+    PROPORTIONAL = "proportional"
+    """In proportion to each split's backlog, as Spark's Kafka source does
+    (:func:`proportional_shares`): a source's Spark-named limit, Kafka's
+    ``maxOffsetsPerTrigger``."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +55,9 @@ class AdmissionLimits:
     max_bytes: int | None = None
     min_records: int | None = None
     max_trigger_delay: float = 15 * 60.0
+    record_sharing: RecordSharing = RecordSharing.FAIR
+    """How ``max_records`` is shared: fairly unless the source's own Spark-named limit
+    (Kafka's ``maxOffsetsPerTrigger``) gave it."""
 
 
 class Admission:
@@ -96,11 +122,22 @@ class Admission:
         waited = time.monotonic() - self._last_batch_at
         return sum(backlogs.values()) < minimum and waited < self.limits.max_trigger_delay
 
-    def grants(self, backlogs: Mapping[str, int], limited: bool) -> dict[str, int]:
-        """How many positions each split reads in this batch, given what it could read."""
-        if limited and self.limits.max_records is not None:
-            return fair_shares(backlogs, self.limits.max_records)
-        return dict(backlogs)
+    def grants(
+        self, backlogs: Mapping[str, int], limited: bool, records_counted: bool = True
+    ) -> dict[str, int]:
+        """How many positions each split reads in this batch, given what it could read.
+
+        ``records_counted`` is False when a split in flight is read whole (a hybrid's
+        archive files, one position each): its position is no record count, and Spark's
+        proportional rule would give every such split its one position, so the budget is
+        shared fairly whatever ``record_sharing`` says.
+        """
+        budget = self.limits.max_records
+        if not limited or budget is None:
+            return dict(backlogs)
+        if self.limits.record_sharing is RecordSharing.PROPORTIONAL and records_counted:
+            return proportional_shares(backlogs, budget)
+        return fair_shares(backlogs, budget)
 
     def batch_planned(self) -> None:
         """A batch was planned now: ``maxTriggerDelay`` counts from here."""
@@ -132,4 +169,34 @@ def fair_shares(backlogs: Mapping[str, int], budget: int) -> dict[str, int]:
         for rank, hungry in enumerate(sorted(by_need[served:])):
             shares[hungry] = equal + (1 if rank < leftover else 0)
         break
+    return shares
+
+
+def proportional_shares(backlogs: Mapping[str, int], budget: int) -> dict[str, int]:
+    """Split ``budget`` records over splits in proportion to their ``backlogs``, as Spark.
+
+    Spark's Kafka source shares ``maxOffsetsPerTrigger`` this way (``rateLimit`` in its
+    ``KafkaMicroBatchStream``), and so does this, to the same numbers: a split with a
+    backlog gets ``budget * (backlog / total)`` computed in floating point, rounded up
+    when below 1 (no split is starved, so a batch may read up to one record per split
+    more than ``budget``) and down otherwise, and never more than its backlog. Nothing
+    is read when the backlogs total less than 1. A pure function of its arguments.
+
+    Examples
+    --------
+    >>> proportional_shares({"a": 1000, "b": 2000, "c": 3000}, 1200)
+    {'a': 200, 'b': 400, 'c': 600}
+    >>> proportional_shares({"small": 1, "large": 10_000}, 10)
+    {'small': 1, 'large': 9}
+    """
+    total = float(sum(backlog for backlog in backlogs.values() if backlog > 0))
+    shares = dict.fromkeys(backlogs, 0)
+    if total < 1:
+        return shares
+    for split, backlog in backlogs.items():
+        if backlog <= 0:
+            continue
+        prorate = budget * (backlog / total)
+        whole = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+        shares[split] = min(backlog, whole)
     return shares

@@ -154,7 +154,8 @@ class StreamCoordinator:
         if waits and self._admission.waits_for_more(new, backlogs):
             enumerator.add_splits_back(new)
             return start_json
-        grants = self._admission.grants(backlogs, limited)
+        counted = all(self._source.split_counts_records(e.split) for e in entries.values())
+        grants = self._admission.grants(backlogs, limited, counted)
         if not new and not any(grants.values()):
             return start_json
 

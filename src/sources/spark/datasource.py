@@ -35,10 +35,10 @@ from sources.spark.plain_errors import shown_plainly
 from sources.spark.pushdown import PUSH_FILTERS_CHOICES, enable_filter_pushdown, pushdown_wanted
 from sources.spark.session import check_spark_version, use_this_python
 from sources.spark.stream_reader import (
-    STREAM_OPTIONS,
     RefusedStreamReader,
     SplitSourceStreamReader,
     check_stream_options,
+    stream_options_of,
 )
 from sources.split import Boundedness, require_unique_split_ids
 
@@ -183,7 +183,7 @@ class SplitSourceDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.source, self.read_options = self.source_class.from_spark_options(
-            options, (*READ_OPTIONS, *STREAM_OPTIONS)
+            options, (*READ_OPTIONS, *stream_options_of(self.source_class))
         )
         check_stream_options(self.source, self.read_options)
         self.source.pin()

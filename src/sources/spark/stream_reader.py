@@ -9,6 +9,7 @@ read partitions on executors never touch the coordinator.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -23,7 +24,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from enumerators.runtime.admission import AdmissionLimits
+from enumerators.runtime.admission import AdmissionLimits, RecordSharing
 from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.state_store import StateStore
 from sources.api import Source
@@ -36,7 +37,9 @@ __all__ = [
     "STREAM_OPTIONS",
     "RefusedStreamReader",
     "SplitSourceStreamReader",
+    "admission_limits",
     "check_stream_options",
+    "stream_options_of",
 ]
 
 STREAM_OPTIONS: tuple[Option, ...] = (
@@ -112,8 +115,27 @@ STREAM_OPTIONS: tuple[Option, ...] = (
 _RECORD_OPTIONS = ("maxRecordsPerTrigger", "minRecordsPerTrigger")
 
 
+def stream_options_of(source_class: type[Source[Any, Any]]) -> tuple[Option, ...]:
+    """The stream options ``source_class`` takes: :data:`STREAM_OPTIONS`, and its
+    ``proportional_record_limit`` (Kafka's ``maxOffsetsPerTrigger``) if it has one."""
+    own = source_class.proportional_record_limit
+    return STREAM_OPTIONS if own is None else (*STREAM_OPTIONS, own)
+
+
 def check_stream_options(source: Source[Any, Any], options: Options) -> None:
-    """Refuse record limits for a source whose positions do not count records."""
+    """Refuse record limits for a source whose positions do not count records, and two
+    record limits that share the budget by different rules."""
+    limit = source.proportional_record_limit
+    spark_name = None if limit is None else limit.name
+    fair = options["maxRecordsPerTrigger"]
+    if spark_name is not None and options[spark_name] is not None and fair is not None:
+        raise InvalidOptionError(
+            source.format_name(),
+            spark_name,
+            f"cannot be given with maxRecordsPerTrigger; choose one: {spark_name} "
+            "shares the limit over partitions in proportion to their backlogs, as Spark "
+            "does, maxRecordsPerTrigger shares it max-min fairly",
+        )
     if source.positions_count_records:
         return
     for name in _RECORD_OPTIONS:
@@ -126,10 +148,19 @@ def check_stream_options(source: Source[Any, Any], options: Options) -> None:
             )
 
 
-def admission_limits(options: Options) -> AdmissionLimits:
+def admission_limits(options: Options, proportional: Option | None = None) -> AdmissionLimits:
     """The admission limits the stream options ask for: each option of
-    :data:`STREAM_OPTIONS` that lands in a field of :class:`AdmissionLimits` fills it."""
-    return filled_config(AdmissionLimits, STREAM_OPTIONS, options)
+    :data:`STREAM_OPTIONS` that lands in a field of :class:`AdmissionLimits` fills it,
+    and the source's ``proportional`` record limit, when given, is the record budget,
+    shared in proportion to the backlogs (:attr:`Source.proportional_record_limit`)."""
+    limits = filled_config(AdmissionLimits, STREAM_OPTIONS, options)
+    if proportional is None or options[proportional.name] is None:
+        return limits
+    return replace(
+        limits,
+        max_records=options[proportional.name],
+        record_sharing=RecordSharing.PROPORTIONAL,
+    )
 
 
 class SplitSourceStreamReader(
@@ -153,7 +184,7 @@ class SplitSourceStreamReader(
                 "a Spark offset (for files, the paths already read). Give a directory (any "
                 "fsspec URL) that lives as long as the checkpoint, e.g. next to it",
             )
-        self.limits = admission_limits(options)
+        self.limits = admission_limits(options, source.proportional_record_limit)
         self._coordinator: StreamCoordinator | None = None
 
     def __getstate__(self) -> dict[str, Any]:
