@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ import pytest
 from enumerators.runtime.admission import fair_shares
 from sources.filters import EqualTo, GreaterThanOrEqual, LessThan
 from sources.kafka import KafkaSource
+from sources.spark import source_metrics
 from sources.spark.datasource import plan_bounded
 
 if TYPE_CHECKING:
@@ -222,6 +224,13 @@ def _records_per_batch(
     spark: SparkSession, fmt: str, options: dict[str, str], checkpoint: Path
 ) -> list[tuple[int, ...]]:
     """Each micro-batch's record count per partition, of an AvailableNow stream of ``fmt``."""
+    return _batches_and_progress(spark, fmt, options, checkpoint)[0]
+
+
+def _batches_and_progress(
+    spark: SparkSession, fmt: str, options: dict[str, str], checkpoint: Path
+) -> tuple[list[tuple[int, ...]], list[dict[str, Any]]]:
+    """:func:`_records_per_batch`, and the progress of each batch that read records."""
     batches: list[tuple[int, ...]] = []
 
     def count(batch: DataFrame, _: int) -> None:
@@ -239,17 +248,19 @@ def _records_per_batch(
     )
     assert query.awaitTermination(300)
     assert query.exception() is None
-    return [counts for counts in batches if any(counts)]
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    return [counts for counts in batches if any(counts)], progress
 
 
-def test_max_offsets_per_trigger_shares_each_batch_across_partitions_as_spark_does(
+def test_max_offsets_per_trigger_gives_sparks_batches_and_sparks_lag_metrics(
     spark_kafka: SparkSession,
     kafka_spark: SparkSession,
     kafka_broker: KafkaBroker,
     topic: Callable[..., str],
     tmp_path: Path,
 ) -> None:
-    """Spark splits ``maxOffsetsPerTrigger`` in proportion to the partitions' backlogs."""
+    """Spark splits ``maxOffsetsPerTrigger`` in proportion to the partitions' backlogs, and
+    reports after each batch how far behind the latest offsets the stream is."""
     name = topic(partitions=3)
     _with_backlogs(kafka_broker, name)
     given = {
@@ -257,9 +268,26 @@ def test_max_offsets_per_trigger_shares_each_batch_across_partitions_as_spark_do
         "subscribe": name,
         "maxOffsetsPerTrigger": "1200",
     }
-    batches = {fmt: _records_per_batch(spark_kafka, fmt, given, tmp_path / fmt) for fmt in FORMATS}
-    assert batches["splitsource.kafka"] == batches["kafka"]
-    assert batches["kafka"] == [(200, 400, 600)] * 5
+    runs = {fmt: _batches_and_progress(spark_kafka, fmt, given, tmp_path / fmt) for fmt in FORMATS}
+    assert runs["splitsource.kafka"][0] == runs["kafka"][0]
+    assert runs["kafka"][0] == [(200, 400, 600)] * 5
+
+    lag_figures = ("minOffsetsBehindLatest", "maxOffsetsBehindLatest", "avgOffsetsBehindLatest")
+    sparks = [
+        {figure: float(p["sources"][0]["metrics"][figure]) for figure in lag_figures}
+        for p in runs["kafka"][1]
+    ]
+    ours = [source_metrics(p)["splitsource.kafka"] for p in runs["splitsource.kafka"][1]]
+    assert [{figure: m[figure] for figure in lag_figures} for m in ours] == sparks
+    first = {"minOffsetsBehindLatest": 800, "maxOffsetsBehindLatest": 2400}
+    assert sparks[0] == {**first, "avgOffsetsBehindLatest": 1600.0}
+
+    latest = kafka_broker.high_watermarks(name)
+    for progress, metrics in zip(runs["splitsource.kafka"][1], ours, strict=True):
+        ends = json.loads(progress["sources"][0]["endOffset"])["splits"]
+        assert metrics["offsetsBehindLatest"] == {
+            f"{name}-{p}": latest[p] - ends[f"{name}-{p}"]["position"] for p in latest
+        }
 
 
 def test_max_records_per_trigger_shares_each_batch_across_partitions_max_min_fairly(

@@ -240,6 +240,18 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
             "latest_positions() to say how far they can be read"
         )
 
+    def pending(self) -> Mapping[str, int]:
+        """What this enumerator knows of and has not handed out, as metrics by name.
+
+        Called on the driver after each micro-batch is planned; the stream shows the
+        figures in its query progress (see the Monitoring guide). Use the names
+        ``pendingSplits``, ``pendingBytes`` and ``pendingRecords`` where they apply,
+        and a name of the source's own for more (files: ``pendingFiles``). Keep it
+        cheap: no calls to the outside system. The default reports nothing.
+
+        """
+        return {}
+
     def handle_rewound_split(self, split: SplitT, position: int, readable: int) -> SplitT | None:
         """``latest_positions`` ends unbounded ``split`` at ``readable``, before ``position``.
 

@@ -352,6 +352,17 @@ class FileEnumerator(PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, lis
                 # None of the file is out: it is not read, and the next listing has it again.
                 self._seen.pop(split.path, None)
 
+    def pending(self) -> Mapping[str, int]:
+        """Files of the last listing not handed out yet (or given back), and their bytes."""
+        waiting = self._backlog[self._next :]
+        size = ListedFile._fields.index("size")
+        returned_files = {split.path for split in self._returned}
+        return {
+            "pendingFiles": len(waiting) + len(returned_files),
+            "pendingBytes": sum(file[size] for file in waiting)
+            + sum(split.length for split in self._returned),
+        }
+
     def snapshot_state(self, checkpoint_id: int) -> FileEnumeratorState:
         partly_out = tuple(split for split in self._returned if split.path in self._seen)
         return FileEnumeratorState(

@@ -316,6 +316,10 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
             positions.update({of_index[sid].split_id: p for sid, p in latest.items()})
         return positions
 
+    def pending(self) -> Mapping[str, int]:
+        """The active source's figures, and ``activeSource``: its index, 0 first."""
+        return {**self._inner.pending(), "activeSource": self._index}
+
     def splits_available_later(self) -> list[HybridSplit]:
         """The splits of every later source as its own options start it (ids are what count)."""
         later: list[HybridSplit] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from enumerators.base import SplitEnumerator
@@ -51,3 +51,16 @@ class StaticSplitEnumerator(SplitEnumerator[SplitT, list[SplitT]]):
 
     def snapshot_state(self, checkpoint_id: int) -> list[SplitT]:
         return list(self._pending)
+
+    def pending(self) -> Mapping[str, int]:
+        """``pendingSplits``, and ``pendingBytes`` when every split knows its size.
+
+        >>> from sources.splits.files import FileSplit
+        >>> StaticSplitEnumerator([FileSplit("/data/a.csv", 0, 300, 300, 0)]).pending()
+        {'pendingSplits': 1, 'pendingBytes': 300}
+        """
+        metrics = {"pendingSplits": len(self._pending)}
+        sizes = [split.estimated_bytes() for split in self._pending]
+        if all(size is not None for size in sizes):
+            metrics["pendingBytes"] = sum(size for size in sizes if size is not None)
+        return metrics

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # public
     AdminClient,
     NewPartitions,
@@ -227,6 +227,18 @@ class KafkaBroker(Service):
         count = _produce_all(producer, topic, records, partition)
         _flush(producer, errors, topic)
         return count
+
+    def high_watermarks(self, topic: str) -> dict[int, int]:
+        """The offset one past the last record of each partition of ``topic``."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "watermarks"})
+        try:
+            count = self._partition_count(topic)
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in range(count)
+            }
+        finally:
+            consumer.close()
 
     def transactional_producer(self, transactional_id: str | None = None) -> Producer:
         """A producer with ``init_transactions()`` done: call ``begin_transaction()``,

@@ -24,6 +24,7 @@ objects of their own.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ from enumerators.runtime.available_now import AvailableNowTarget
 from enumerators.runtime.discovery import PeriodicDiscovery
 from enumerators.runtime.graceful_stop import GracefulStop
 from enumerators.runtime.offsets import SplitProgress, StreamOffset
+from enumerators.runtime.progress import SourceReport
 from enumerators.runtime.state_spill import INLINE_STATE_LIMIT, StateSpill
 from enumerators.runtime.state_store import StateStore
 from sources.api import Source
@@ -94,7 +96,8 @@ class StreamCoordinator:
         self._notified_epoch = 0
         self._mode = ReadMode.STREAM
         self._target: AvailableNowTarget | None = None
-        self._latest: dict[str, int] = {}
+        self._report: SourceReport | None = None
+        self._data_planned_at = time.monotonic()
         self._first_batch_pending = False
 
     def initial_offset(self) -> dict[str, Any]:
@@ -150,14 +153,18 @@ class StreamCoordinator:
         self._replace_rewound(enumerator, entries, ends)
         backlogs = {sid: max(0, ends[sid] - entry.position) for sid, entry in entries.items()}
 
+        counted = all(self._source.split_counts_records(e.split) for e in entries.values())
         waits = limited and self._mode is ReadMode.STREAM
         if waits and self._admission.waits_for_more(new, backlogs):
             enumerator.add_splits_back(new)
+            self._report_on(enumerator, entries, ends, {}, counted)
             return start_json
-        counted = all(self._source.split_counts_records(e.split) for e in entries.values())
         grants = self._admission.grants(backlogs, limited, counted)
         if not new and not any(grants.values()):
+            self._report_on(enumerator, entries, ends, {}, counted)
             return start_json
+        if any(grants.values()):
+            self._data_planned_at = time.monotonic()
 
         epoch = start.epoch + 1
         splits = {
@@ -167,8 +174,26 @@ class StreamCoordinator:
         end_json = self._spill.offset(epoch, splits, enumerator.snapshot_state(epoch)).to_json()
         self._enumerator_at = end_json
         self._admission.batch_planned()
-        self._latest = ends
+        self._report_on(enumerator, entries, ends, grants, counted)
         return end_json
+
+    def _report_on(
+        self,
+        enumerator: SplitEnumerator[Any, Any],
+        entries: Mapping[str, _Active],
+        ends: Mapping[str, int],
+        grants: Mapping[str, int],
+        counts_records: bool,
+    ) -> None:
+        """Keep what :meth:`report` gives for the planning call that just ended."""
+        self._report = SourceReport(
+            source=self._name,
+            latest=dict(ends),
+            reached={sid: entry.position + grants.get(sid, 0) for sid, entry in entries.items()},
+            counts_records=counts_records,
+            pending=dict(enumerator.pending()),
+            idle_ms=int((time.monotonic() - self._data_planned_at) * 1000),
+        )
 
     def _check_not_in_flight(
         self, new: Sequence[SourceSplit], active: Mapping[str, _Active]
@@ -220,9 +245,9 @@ class StreamCoordinator:
             self._restore(end, end_json)
         self._notify_committed(end)
 
-    def latest_positions(self) -> dict[str, int] | None:
-        """How far each split being read could be read, as of the last micro-batch planned."""
-        return dict(sorted(self._latest.items())) if self._latest else None
+    def report(self) -> dict[str, Any] | None:
+        """What the last planning call found (:mod:`~enumerators.runtime.progress`), as JSON."""
+        return self._report.to_json() if self._report is not None else None
 
     def close(self) -> None:
         """Stop discovery and close the enumerator."""

@@ -30,6 +30,7 @@ from enumerators.runtime.state_store import StateStore
 from sources.api import Source
 from sources.errors import InvalidOptionError
 from sources.options import Option, Options, filled_config
+from sources.spark.metrics import log_batch
 from sources.spark.partitions import SplitPartitionReading
 from sources.spark.plain_errors import shown_plainly
 
@@ -225,7 +226,11 @@ class SplitSourceStreamReader(
     @shown_plainly
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         limited = not isinstance(limit, ReadAllAvailable)
-        return dict(self.coordinator.latest_offset(start, limited))
+        end = dict(self.coordinator.latest_offset(start, limited))
+        report = self.coordinator.report()
+        if end != start and report is not None:
+            log_batch(report, batch_id=end["epoch"] - 1)
+        return end
 
     @shown_plainly
     def prepareForTriggerAvailableNow(self) -> None:
@@ -233,7 +238,7 @@ class SplitSourceStreamReader(
 
     @shown_plainly
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return self.coordinator.latest_positions()
+        return self.coordinator.report()
 
     @shown_plainly
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:

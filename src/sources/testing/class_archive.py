@@ -25,6 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from pyspark.find_spark_home import _find_spark_home
+
+from sources.spark import local_session
+
 __all__ = ["QUICK_JVM_OPTIONS", "class_archive", "quick_jvm_options", "use_class_archive"]
 
 QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -83,8 +87,6 @@ def _default_cache_dir() -> Path:
 
 def _installation_key() -> str | None:
     """What the JVM checks an archive against: the java binary and every jar on the path."""
-    from pyspark.find_spark_home import _find_spark_home
-
     java_home = os.environ.get("JAVA_HOME")
     java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
     if java is None or not Path(java).exists():
@@ -138,8 +140,6 @@ def _create(archive: Path) -> None:
 
 def _workload(work: Path) -> None:
     """Load what test drivers load: batch and stream reads, file sinks, checkpoints."""
-    from sources.spark import local_session
-
     spark = local_session("local[2]", "splitsource-class-archive")
     numbers = spark.read.format("splitsource.numbers").option("to", 999).load()
     numbers.selectExpr("value % 7 AS key", "value").groupBy("key").count().collect()

@@ -1,0 +1,73 @@
+"""What a stream reports of its source after planning: how far behind it is, what waits.
+
+Spark shows it as the source's ``latestOffset`` in every query progress (it is
+never logged to the checkpoint), as a JSON object::
+
+    {"source": "splitsource.kafka",
+     "latest": {"<split id>": 1200, ...},
+     "metrics": {"minOffsetsBehindLatest": 0, "maxOffsetsBehindLatest": 800,
+                 "avgOffsetsBehindLatest": 400.0, "offsetsBehindLatest": {...},
+                 "pendingRecords": 1600, "activeSplits": 3, "sourceIdleTime": 0, ...},
+     "version": 1}
+
+``latest`` is how far each split being read could be read when the batch was
+planned. The ``OffsetsBehindLatest`` figures follow Spark's Kafka source: per split,
+``latest`` minus the position the batch reads to; they appear only for sources
+whose positions count records. ``pendingRecords`` is their sum plus what the
+enumerator reports as pending; the enumerator's other figures
+(:meth:`~enumerators.base.SplitEnumerator.pending`) are added as they are.
+``sourceIdleTime`` is the milliseconds since the last batch that read data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["REPORT_VERSION", "SourceReport"]
+
+REPORT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SourceReport:
+    """The report of one planning call; see the module docstring for its JSON form."""
+
+    source: str
+    latest: Mapping[str, int]
+    reached: Mapping[str, int]
+    """The position the planned batch reads each split to (its start, if no batch)."""
+    counts_records: bool
+    pending: Mapping[str, int]
+    idle_ms: int
+
+    def metrics(self) -> dict[str, Any]:
+        """The figures under ``metrics``."""
+        figures: dict[str, Any] = {}
+        if self.counts_records and self.latest:
+            behind = {
+                split_id: max(0, latest - self.reached.get(split_id, latest))
+                for split_id, latest in sorted(self.latest.items())
+            }
+            lags = list(behind.values())
+            figures.update(
+                minOffsetsBehindLatest=min(lags),
+                maxOffsetsBehindLatest=max(lags),
+                avgOffsetsBehindLatest=sum(lags) / len(lags),
+                offsetsBehindLatest=behind,
+            )
+            figures["pendingRecords"] = sum(lags) + self.pending.get("pendingRecords", 0)
+        figures.update({name: value for name, value in self.pending.items() if name not in figures})
+        figures["activeSplits"] = len(self.latest)
+        figures["sourceIdleTime"] = self.idle_ms
+        return figures
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-safe dict handed to Spark as the source's latest offset."""
+        return {
+            "source": self.source,
+            "latest": dict(sorted(self.latest.items())),
+            "metrics": self.metrics(),
+            "version": REPORT_VERSION,
+        }

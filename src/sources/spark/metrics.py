@@ -1,0 +1,162 @@
+"""Source metrics where Spark users look: the query progress, a listener, the log, Prometheus.
+
+Every splitsource stream reports its source after each planning call as the
+source's ``latestOffset`` in Spark's query progress (see
+:mod:`enumerators.runtime.progress`): how far behind the stream is (Spark's Kafka
+names ``minOffsetsBehindLatest``, ``maxOffsetsBehindLatest``,
+``avgOffsetsBehindLatest``, per split ``offsetsBehindLatest``), what waits
+(``pendingRecords``, ``pendingFiles``, ``pendingBytes``, ``pendingSplits``),
+``activeSplits`` and ``sourceIdleTime``. This module reads them back:
+
+- :func:`source_metrics` from one progress;
+- :class:`SourceMetricsListener`, added with ``spark.streams.addListener``, keeps
+  the latest of every query;
+- :func:`sources.spark.prometheus.serve_prometheus` serves them for Prometheus
+  to scrape (a module of its own: it needs the ``prometheus`` extra);
+- :func:`log_batch` writes them as one line per micro-batch to the driver's log
+  (the stream does it itself, logger ``splitsource.metrics``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import sys
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.listener import (
+        QueryIdleEvent,
+        QueryProgressEvent,
+        QueryStartedEvent,
+        QueryTerminatedEvent,
+    )
+
+__all__ = [
+    "METRICS_LOGGER",
+    "SourceMetricsListener",
+    "log_batch",
+    "source_metrics",
+]
+
+METRICS_LOGGER = "splitsource.metrics"
+"""The logger of the per-batch metrics line."""
+
+
+def source_metrics(progress: Any) -> dict[str, dict[str, Any]]:
+    """The metrics of each splitsource source in a query progress, by source name.
+
+    ``progress`` is what Spark gives: a ``StreamingQueryProgress`` (``query.lastProgress``,
+    the items of ``query.recentProgress``, a listener event's ``progress``), its dict or
+    its JSON text. Sources that are not splitsource's are left out, so a progress
+    without any gives ``{}``. A query reading one format twice gets the second under
+    ``"<format>#2"``.
+
+    Examples
+    --------
+    >>> import json
+    >>> report = {"source": "splitsource.numbers", "latest": {"0": 10},
+    ...           "metrics": {"pendingRecords": 4, "activeSplits": 1}, "version": 1}
+    >>> source_metrics({"sources": [{"latestOffset": json.dumps(report)}]})
+    {'splitsource.numbers': {'pendingRecords': 4, 'activeSplits': 1}}
+    >>> source_metrics({"sources": [{"latestOffset": '{"topic": {"0": 5}}'}]})
+    {}
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for entry in as_dict(progress).get("sources") or ():
+        report = _report_of(entry.get("latestOffset"))
+        if report is None:
+            continue
+        key, copy = report["source"], 2
+        while key in found:
+            key, copy = f"{report['source']}#{copy}", copy + 1
+        found[key] = dict(report["metrics"])
+    return found
+
+
+def log_batch(report: Mapping[str, Any], batch_id: int) -> None:
+    """Write ``report``'s metrics as one JSON line to the ``splitsource.metrics`` logger."""
+    logger = logging.getLogger(METRICS_LOGGER)
+    if not logger.handlers:  # a Python worker of Spark's configures no logging
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    line = {"source": report["source"], "batchId": batch_id, **report["metrics"]}
+    logger.info(json.dumps(line, sort_keys=True))
+
+
+class SourceMetricsListener(StreamingQueryListener):
+    """Keeps the latest splitsource metrics of every query of a session.
+
+    Add it with ``spark.streams.addListener(listener)`` (classic and Spark Connect
+    sessions); :meth:`latest` then gives, by query id, the query's name, its last
+    batch id and :func:`source_metrics` of its last progress.
+
+    Examples
+    --------
+    >>> listener = SourceMetricsListener()
+    >>> listener.latest()
+    {}
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[str, dict[str, Any]] = {}
+
+    def latest(self) -> dict[str, dict[str, Any]]:
+        """``{query id: {"name", "batchId", "sources": {source: metrics}}}``, a copy."""
+        with self._lock:
+            return copy.deepcopy(self._latest)
+
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
+        """Nothing to keep before the first progress."""
+
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
+        """Keep the splitsource metrics of ``event``'s progress, if it has any."""
+        progress = as_dict(event.progress)
+        metrics = source_metrics(progress)
+        if metrics:
+            with self._lock:
+                self._latest[str(progress["id"])] = {
+                    "name": progress.get("name"),
+                    "batchId": progress.get("batchId"),
+                    "sources": metrics,
+                }
+
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
+        """An idle query's figures stay as its last progress gave them."""
+
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
+        """A stopped query's last figures are kept: they say where it stopped."""
+
+
+def as_dict(progress: Any) -> Mapping[str, Any]:
+    if isinstance(progress, str):
+        return json.loads(progress)  # type: ignore[no-any-return]
+    if isinstance(progress, Mapping):
+        return progress
+    return json.loads(progress.json)  # type: ignore[no-any-return]
+
+
+def _report_of(latest: Any) -> Mapping[str, Any] | None:
+    """The splitsource report in a source's ``latestOffset``, or None if it holds none."""
+    if isinstance(latest, str):
+        try:
+            latest = json.loads(latest)
+        except ValueError:
+            return None
+    if (
+        isinstance(latest, Mapping)
+        and isinstance(latest.get("source"), str)
+        and isinstance(latest.get("metrics"), Mapping)
+        and isinstance(latest.get("version"), int)
+    ):
+        return latest
+    return None

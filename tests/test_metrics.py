@@ -1,0 +1,234 @@
+"""Source metrics: what the progress reports, read back by source_metrics, the listener,
+the driver's log and a Prometheus scrape (the Kafka figures against Spark's own are in
+test_kafka_vs_spark.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from enumerators.runtime.progress import SourceReport
+from sources.errors import SplitSourceError
+from sources.spark import SourceMetricsListener, source_metrics
+from sources.spark.prometheus import PrometheusListener, serve_prometheus
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+
+def report(**metrics: Any) -> str:
+    """A source's latestOffset as a splitsource stream reports it."""
+    source = metrics.pop("source", "splitsource.kafka")
+    return json.dumps({"source": source, "latest": {}, "metrics": metrics, "version": 1})
+
+
+def progress(*latest_offsets: str | None, name: str = "lag") -> dict[str, Any]:
+    return {
+        "id": "query-1",
+        "name": name,
+        "batchId": 4,
+        "sources": [{"description": "x", "latestOffset": latest} for latest in latest_offsets],
+    }
+
+
+def test_lag_is_what_each_split_could_read_beyond_the_batch() -> None:
+    planned = SourceReport(
+        source="splitsource.kafka",
+        latest={"t-0": 1000, "t-1": 2000, "t-2": 3000},
+        reached={"t-0": 200, "t-1": 400, "t-2": 600},
+        counts_records=True,
+        pending={},
+        idle_ms=0,
+    )
+
+    metrics = planned.metrics()
+
+    assert metrics["offsetsBehindLatest"] == {"t-0": 800, "t-1": 1600, "t-2": 2400}
+    assert (metrics["minOffsetsBehindLatest"], metrics["maxOffsetsBehindLatest"]) == (800, 2400)
+    assert metrics["avgOffsetsBehindLatest"] == 1600.0
+    assert metrics["pendingRecords"] == 4800
+    assert metrics["activeSplits"] == 3
+
+
+def test_splits_read_whole_report_what_waits_not_offsets() -> None:
+    planned = SourceReport(
+        source="splitsource.files",
+        latest={"/in/a.csv:0": 10},
+        reached={"/in/a.csv:0": 10},
+        counts_records=False,
+        pending={"pendingFiles": 3, "pendingBytes": 120},
+        idle_ms=2500,
+    )
+
+    metrics = planned.metrics()
+
+    assert metrics == {
+        "pendingFiles": 3,
+        "pendingBytes": 120,
+        "activeSplits": 1,
+        "sourceIdleTime": 2500,
+    }
+
+
+def test_source_metrics_reads_every_form_of_a_progress_and_skips_other_sources() -> None:
+    given = progress(report(maxOffsetsBehindLatest=7), '{"topic": {"0": 5}}', None)
+
+    assert source_metrics(given) == {"splitsource.kafka": {"maxOffsetsBehindLatest": 7}}
+    assert source_metrics(json.dumps(given)) == source_metrics(given)
+    assert source_metrics(SimpleNamespace(json=json.dumps(given))) == source_metrics(given)
+    assert source_metrics(progress('{"topic": {"0": 5}}')) == {}
+    assert source_metrics({"sources": []}) == {}
+
+
+def test_a_format_read_twice_in_one_query_is_told_apart() -> None:
+    given = progress(report(pendingRecords=1), report(pendingRecords=2))
+
+    assert source_metrics(given) == {
+        "splitsource.kafka": {"pendingRecords": 1},
+        "splitsource.kafka#2": {"pendingRecords": 2},
+    }
+
+
+def test_prometheus_gauges_carry_query_source_topic_and_partition_labels() -> None:
+    listener = PrometheusListener("")
+    listener.onQueryProgress(
+        SimpleNamespace(
+            progress=progress(
+                report(
+                    offsetsBehindLatest={"orders-0": 5, "orders-1": 0},
+                    pendingRecords=5,
+                    sourceIdleTime=1500,
+                )
+            )
+        )
+    )
+
+    families = {family.name: family for family in listener.collect()}
+
+    lag = {
+        (s.labels["topic"], s.labels["partition"]): s.value
+        for s in families["splitsource_offsets_behind_latest"].samples
+    }
+    assert lag == {("orders", "0"): 5, ("orders", "1"): 0}
+    [pending] = families["splitsource_pending_records"].samples
+    assert pending.labels == {"query": "lag", "source": "splitsource.kafka"}
+    assert pending.value == 5
+    [idle] = families["splitsource_source_idle_seconds"].samples
+    assert idle.value == 1.5
+
+
+def test_a_prometheus_port_in_use_is_named() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SplitSourceError, match=f"127.0.0.1:{port}: the port is in use"):
+            serve_prometheus(None, port)  # type: ignore[arg-type]  # refused before Spark
+
+
+def finished(query: StreamingQuery) -> list[dict[str, Any]]:
+    query.awaitTermination(300)
+    assert query.exception() is None
+    return [p for p in query.recentProgress if p["numInputRows"]]
+
+
+@pytest.mark.spark
+def test_files_pending_are_the_listing_minus_what_was_read(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = tmp_path / "in"
+    data.mkdir()
+    for number in range(5):
+        (data / f"part-{number}.csv").write_text(f"id\n{number}\n")
+    query = (
+        spark.readStream.format("splitsource.files")
+        .options(format="csv", header="true", maxFilesPerTrigger="1")
+        .option("stateLocation", str(tmp_path / "state"))
+        .schema("id int")
+        .load(str(data))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+    batches = [source_metrics(p)["splitsource.files"] for p in finished(query)]
+
+    assert [m["pendingFiles"] for m in batches] == [4, 3, 2, 1, 0]
+    assert [m["pendingBytes"] for m in batches] == [len("id\n0\n") * n for n in (4, 3, 2, 1, 0)]
+    assert all(m["activeSplits"] == 1 for m in batches)
+
+
+@pytest.mark.spark
+def test_prometheus_scrapes_what_the_listener_keeps(spark: SparkSession, tmp_path: Path) -> None:
+    listener = serve_prometheus(spark, port=0)
+    try:
+        query = (
+            spark.readStream.format("splitsource.numbers")
+            .options(to="2999", splits="3", maxRecordsPerTrigger="1200")
+            .load()
+            .writeStream.format("noop")
+            .queryName("numbers_for_prometheus")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        last = source_metrics(finished(query)[-1])["splitsource.numbers"]
+        deadline = time.monotonic() + 30
+        while listener.latest().get(str(query.id), {}).get("batchId") != 2:
+            assert time.monotonic() < deadline, listener.latest()
+            time.sleep(0.1)
+        assert listener.latest()[str(query.id)]["sources"]["splitsource.numbers"] == last
+
+        with urllib.request.urlopen(listener.url, timeout=10) as response:
+            text = response.read().decode()
+    finally:
+        spark.streams.removeListener(listener)
+
+    samples = {
+        (sample.name, sample.labels.get("split", "")): sample
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.labels.get("query") == "numbers_for_prometheus"
+    }
+    assert samples[("splitsource_active_splits", "")].value == last["activeSplits"] == 3
+    assert samples[("splitsource_pending_records", "")].value == last["pendingRecords"] == 0
+    assert {
+        split: samples[("splitsource_offsets_behind_latest", split)].value for split in "012"
+    } == last["offsetsBehindLatest"]
+
+
+@pytest.mark.spark
+def test_the_listener_keeps_each_querys_latest_figures(spark: SparkSession, tmp_path: Path) -> None:
+    listener = SourceMetricsListener()
+    spark.streams.addListener(listener)
+    try:
+        query = (
+            spark.readStream.format("splitsource.numbers")
+            .options(to="99", splits="2")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        finished(query)
+        deadline = time.monotonic() + 30
+        while str(query.id) not in listener.latest():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        spark.streams.removeListener(listener)
+
+    kept = listener.latest()[str(query.id)]
+    assert kept["batchId"] == 0
+    assert kept["sources"]["splitsource.numbers"]["pendingRecords"] == 0
