@@ -286,3 +286,37 @@ def test_a_bad_option_names_the_option_on_the_client(server: ConnectServer) -> N
     assert "Option 'splits' of splitsource.numbers: must be at least 1, got 0" in first_line
     assert "Valid options for splitsource.numbers" in result["message"]
     assert "Traceback" not in result["message"]
+
+
+def test_a_listener_gets_the_source_metrics_over_connect(
+    server: ConnectServer, tmp_path: Path
+) -> None:
+    write_parquet(tmp_path / "data", 0, 3)
+    result = server.run(
+        """
+        import time
+        from sources.spark import SourceMetricsListener, source_metrics
+
+        listener = SourceMetricsListener()
+        spark.streams.addListener(listener)
+        source, out = args[0], args[1]
+        query = (spark.readStream.format("splitsource.files").option("format", "parquet")
+                 .option("maxFilesPerTrigger", 1).option("stateLocation", out + "/state")
+                 .schema("id bigint").load(source)
+                 .writeStream.format("noop").option("checkpointLocation", out + "/checkpoint")
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        deadline = time.monotonic() + 60
+        while listener.latest().get(str(query.id), {}).get("batchId") != 2:
+            assert time.monotonic() < deadline, listener.latest()
+            time.sleep(0.2)
+        progress = [p for p in query.recentProgress if p.numInputRows]
+        report(pending=[source_metrics(p)["splitsource.files"]["pendingFiles"] for p in progress],
+               kept=listener.latest()[str(query.id)]["sources"]["splitsource.files"])
+        """,
+        str(tmp_path / "data"),
+        str(tmp_path / "out"),
+    )
+    assert result["pending"] == [2, 1, 0]
+    assert result["kept"]["pendingFiles"] == 0
+    assert result["kept"]["activeSplits"] == 1

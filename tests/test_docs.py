@@ -171,7 +171,7 @@ def test_the_tutorial_builds_a_project_that_runs_and_passes_its_tests(
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("page", ["options.md", "streaming.md", "files.md"])
+@pytest.mark.parametrize("page", ["options.md", "streaming.md", "files.md", "monitoring.md"])
 def test_a_user_guide_runs_top_to_bottom(spark: SparkSession, page: str) -> None:
     """The pages whose examples need no outside system (the Kafka page's need a broker)."""
     path = DOCS / page
