@@ -266,7 +266,7 @@ def test_available_now_stops_at_what_was_available_when_it_started() -> None:
         offsets.append(spark_json(restarted.latest_offset(offsets[-1], limited=True)))
 
     created_ms = min(split.created_ms for split in restarted.plan(None, offsets[-1]))
-    final = sum(split["position"] for split in offsets[-1]["splits"].values())
+    final = sum(offsets[-1]["positions"].values())
     assert len(offsets) > 5
     assert (before_ms - created_ms) * rate // 1000 - 2 <= final
     assert final <= (after_ms - created_ms) * rate // 1000
@@ -299,7 +299,7 @@ def test_a_split_read_past_its_new_end_fails_or_is_replaced_by_the_enumerator(
     first = wait_for_rate_splits(coordinator, spark_json(coordinator.initial_offset()))
     time.sleep(0.05)
     read = spark_json(coordinator.latest_offset(first, limited=True))
-    assert all(split["position"] > 5 for split in read["splits"].values())
+    assert all(position > 5 for position in read["positions"].values())
     _RewindingRateEnumerator.rewound.set()
 
     if not restarts:

@@ -257,3 +257,32 @@ def test_latest_first_admits_the_newest_files_first_and_max_file_age_ignores_old
     assert query.awaitTermination(300)
 
     assert [batches[key] for key in sorted(batches)] == [[4, 5], [2, 3], [1]]
+
+
+@pytest.mark.slow
+def test_a_batch_of_20_000_files_logs_a_small_offset_and_reads_each_row_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    for n in range(20_000):
+        (incoming / f"f-{n:05d}.csv").write_text(f"id\n{n}\n")
+    checkpoint, out = tmp_path / "checkpoint", tmp_path / "out"
+    query = (
+        spark.readStream.format("splitsource.files")
+        .options(format="csv", header="true", stateLocation=str(tmp_path / "state"))
+        .schema("id int")
+        .load(str(incoming))
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(600)
+    assert query.exception() is None
+
+    logged = [path.stat().st_size for path in (checkpoint / "offsets").iterdir()]
+    assert logged and max(logged) <= 64 << 10, logged
+    ids = spark.read.parquet(str(out))
+    assert ids.count() == ids.select("id").distinct().count() == 20_000

@@ -284,9 +284,9 @@ def test_max_offsets_per_trigger_gives_sparks_batches_and_sparks_lag_metrics(
 
     latest = kafka_broker.high_watermarks(name)
     for progress, metrics in zip(runs["splitsource.kafka"][1], ours, strict=True):
-        ends = json.loads(progress["sources"][0]["endOffset"])["splits"]
+        ends = json.loads(progress["sources"][0]["endOffset"])["positions"]
         assert metrics["offsetsBehindLatest"] == {
-            f"{name}-{p}": latest[p] - ends[f"{name}-{p}"]["position"] for p in latest
+            f"{name}-{p}": latest[p] - ends[f"{name}-{p}"] for p in latest
         }
 
 

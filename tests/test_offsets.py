@@ -13,7 +13,9 @@ from enumerators.rate import RateState, RateStateSerializer
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.offsets import SplitProgress, StreamOffset
-from sources import CorruptDataError, NewerVersionError
+from enumerators.runtime.state_spill import StateSpill
+from enumerators.runtime.state_store import StateStore
+from sources import CorruptDataError, NewerVersionError, SplitSourceError, StateStoreError
 from sources.numbers import NumberSequenceSource
 from sources.serialization import frame, unframe
 from sources.splits.numbers import NumberSequenceSplit
@@ -64,11 +66,88 @@ def test_the_golden_v1_offset_restores_and_plans_the_same_ranges() -> None:
     assert sorted(following["splits"]) == ["0", "1", "2", "3"]
 
 
+def test_the_golden_v2_offset_is_the_v1_offset_in_todays_layout() -> None:
+    v1 = json.loads((GOLDEN / "offset_v1_numbers.json").read_text())
+    v2 = json.loads((GOLDEN / "offset_v2_numbers.json").read_text())
+
+    decoded = StreamOffset.from_json(v2, "splitsource.numbers")
+
+    assert decoded == StreamOffset.from_json(v1, "splitsource.numbers")
+    assert decoded.to_json() == v2
+    assert v2["positions"] == {"0": 50, "1": 300}  # a person reads them in the progress
+
+
+@given(
+    ref=st.text(min_size=1, max_size=40),
+    count=st.integers(0, 10**6),
+    epoch=st.integers(0, 10**6),
+)
+def test_offsets_with_splits_in_the_store_round_trip(ref: str, count: int, epoch: int) -> None:
+    offset = StreamOffset(epoch, inline_state=b"s", splits_ref=ref, split_count=count)
+
+    logged = json.loads(json.dumps(offset.to_json()))
+
+    assert sorted(logged) == ["epoch", "splitCount", "splitsRef", "state", "version"]
+    assert StreamOffset.from_json(logged, "test") == offset
+
+
+def many_splits(count: int) -> dict[str, SplitProgress]:
+    return {
+        f"/data/part-{n:05}.csv:0": SplitProgress(frame_numbers(n), n % 7) for n in range(count)
+    }
+
+
+def frame_numbers(n: int) -> bytes:
+    return frame(NumberSequenceSource(0, 9, 1).split_serializer(), NumberSequenceSplit(n, 0, 9))
+
+
+def test_many_splits_go_to_the_store_and_come_back(tmp_path: Path) -> None:
+    store = StateStore(str(tmp_path / "state"))
+    spill = StateSpill("splitsource.files", RateStateSerializer(), store)
+    splits = many_splits(20_000)
+
+    offset = spill.offset(3, splits, RateState(True, ()))
+    logged = json.dumps(offset.to_json())
+    fresh = StateSpill("splitsource.files", RateStateSerializer(), store)  # a restarted driver
+
+    assert len(logged) < 1024
+    assert fresh.resolved(StreamOffset.from_json(json.loads(logged), "t")).splits == splits
+
+
+def test_a_few_splits_stay_in_the_offset(tmp_path: Path) -> None:
+    spill = StateSpill("t", RateStateSerializer(), StateStore(str(tmp_path / "state")))
+
+    offset = spill.offset(3, many_splits(10), RateState(True, ()))
+
+    assert offset.splits_ref is None
+    assert len(offset.splits) == 10
+
+
+def test_splits_lost_from_the_store_fail_with_the_stores_message(tmp_path: Path) -> None:
+    store = StateStore(str(tmp_path / "state"))
+    logged = StateSpill("t", RateStateSerializer(), store).offset(
+        3, many_splits(2_000), RateState(True, ())
+    )
+    for artifact in (tmp_path / "state" / "artifacts").iterdir():
+        artifact.unlink()
+
+    fresh = StateSpill("splitsource.files", RateStateSerializer(), store)
+    with pytest.raises(StateStoreError, match=f"{logged.splits_ref}"):
+        fresh.resolved(StreamOffset.from_json(logged.to_json(), "t"))
+
+
+def test_splits_in_the_store_without_state_location_name_the_option() -> None:
+    offset = StreamOffset(3, inline_state=b"", splits_ref="00000000000000000003-ab", split_count=9)
+
+    with pytest.raises(SplitSourceError, match="stateLocation is not set"):
+        StateSpill("t", RateStateSerializer(), None).resolved(offset)
+
+
 def test_an_offset_from_a_newer_layout_asks_for_an_upgrade() -> None:
-    golden = json.loads((GOLDEN / "offset_v1_numbers.json").read_text())
+    golden = json.loads((GOLDEN / "offset_v2_numbers.json").read_text())
 
     with pytest.raises(NewerVersionError, match="written by a newer splitsource"):
-        StreamOffset.from_json({**golden, "version": 2}, "splitsource.numbers")
+        StreamOffset.from_json({**golden, "version": 3}, "splitsource.numbers")
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ from enumerators.runtime.discovery import PeriodicDiscovery
 from enumerators.runtime.graceful_stop import GracefulStop
 from enumerators.runtime.offsets import SplitProgress, StreamOffset
 from enumerators.runtime.progress import SourceReport
-from enumerators.runtime.state_spill import INLINE_STATE_LIMIT, StateSpill
+from enumerators.runtime.state_spill import INLINE_SPLITS_LIMIT, INLINE_STATE_LIMIT, StateSpill
 from enumerators.runtime.state_store import StateStore
 from sources.api import Source
 from sources.errors import SplitSourceError
@@ -79,12 +79,17 @@ class StreamCoordinator:
         store: StateStore | None = None,
         discovery_interval: float = 10.0,
         inline_state_limit: int = INLINE_STATE_LIMIT,
+        inline_splits_limit: int = INLINE_SPLITS_LIMIT,
     ) -> None:
         self._source = source
         self._name = source.format_name()
         self._admission = Admission(limits)
         self._spill = StateSpill(
-            self._name, source.enumerator_state_serializer(), store, inline_state_limit
+            self._name,
+            source.enumerator_state_serializer(),
+            store,
+            inline_state_limit,
+            inline_splits_limit,
         )
         self._stop = GracefulStop(store) if store is not None else None
         self._discovery_interval = discovery_interval
@@ -257,7 +262,7 @@ class StreamCoordinator:
             enumerator.close()
 
     def _decode(self, offset_json: Mapping[str, Any]) -> StreamOffset:
-        return StreamOffset.from_json(offset_json, self._name)
+        return self._spill.resolved(StreamOffset.from_json(offset_json, self._name))
 
     def _restore(
         self, offset: StreamOffset, offset_json: Mapping[str, Any]

@@ -1,21 +1,26 @@
 """Stream offsets: the enumerator's checkpoint, in the JSON dict Spark logs.
 
-Version 1 of the layout, keys in sorted order so that equal offsets are equal
+Version 2 of the layout, keys in sorted order so that equal offsets are equal
 strings (Spark compares them as JSON)::
 
     {"epoch": 7,
-     "splits": {"<split id>": {"position": 120, "split": "<base64 framed split>"}},
+     "positions": {"<split id>": 120, ...},
+     "splits": {"<split id>": "<base64 framed split>", ...},
      "state": {"inline": "<base64 framed enumerator state>"} | {"ref": "<state store key>"},
-     "version": 1}
+     "version": 2}
+
+or, when the splits in flight would make the offset large (see
+:mod:`~enumerators.runtime.state_spill`), ``positions`` and ``splits`` replaced by
+``"splitCount": 20000, "splitsRef": "<state store key>"``.
 
 ``epoch`` counts micro-batches from the initial offset (0) and is the
-checkpoint id the enumerator sees. ``splits`` holds every split that is being
-read, with the position reading has reached; a split read to its end stays in
-the offset that finished it and is dropped from the next one. ``state`` is the
-enumerator's own state: inline while small, else by reference into the state
-store. Every split and state is in the versioned frame of
-:mod:`sources.serialization`, so offsets written by an older release stay
-readable.
+checkpoint id the enumerator sees. ``positions`` holds every split that is being
+read, with the position reading has reached, and ``splits`` the split itself; a
+split read to its end stays in the offset that finished it and is dropped from
+the next one. ``state`` is the enumerator's own state: inline while small, else
+by reference into the state store. Every split and state is in the versioned
+frame of :mod:`sources.serialization`. Version 1 offsets (``"splits": {"<split
+id>": {"position": 120, "split": "<base64>"}}``) are still read.
 """
 
 from __future__ import annotations
@@ -28,9 +33,15 @@ from typing import Any
 
 from sources.errors import CorruptDataError, NewerVersionError
 
-__all__ = ["OFFSET_VERSION", "SplitProgress", "StreamOffset"]
+__all__ = [
+    "OFFSET_VERSION",
+    "SplitProgress",
+    "StreamOffset",
+    "splits_from_json",
+    "splits_to_json",
+]
 
-OFFSET_VERSION = 1
+OFFSET_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -43,12 +54,19 @@ class SplitProgress:
 
 @dataclass(frozen=True)
 class StreamOffset:
-    """A decoded stream offset; see the module docstring for its JSON form."""
+    """A decoded stream offset; see the module docstring for its JSON form.
+
+    With ``splits_ref`` set, ``splits`` are in the state store under that key
+    (``split_count`` of them) and empty here until resolved
+    (:meth:`~enumerators.runtime.state_spill.StateSpill.resolved`).
+    """
 
     epoch: int
     splits: Mapping[str, SplitProgress] = field(default_factory=dict)
     inline_state: bytes | None = None
     state_ref: str | None = None
+    splits_ref: str | None = None
+    split_count: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-safe dict handed to Spark; deterministic for equal offsets."""
@@ -57,18 +75,12 @@ class StreamOffset:
             if self.state_ref is not None
             else {"inline": _b64(self.inline_state or b"")}
         )
-        return {
-            "epoch": self.epoch,
-            "splits": {
-                split_id: {
-                    "position": self.splits[split_id].position,
-                    "split": _b64(self.splits[split_id].split),
-                }
-                for split_id in sorted(self.splits)
-            },
-            "state": state,
-            "version": OFFSET_VERSION,
-        }
+        in_flight: dict[str, Any]
+        if self.splits_ref is not None:
+            in_flight = {"splitCount": self.split_count, "splitsRef": self.splits_ref}
+        else:
+            in_flight = splits_to_json(self.splits)
+        return {"epoch": self.epoch, **in_flight, "state": state, "version": OFFSET_VERSION}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str) -> StreamOffset:
@@ -83,18 +95,16 @@ class StreamOffset:
                     f"written by a newer splitsource (this one reads up to {OFFSET_VERSION}). "
                     "Upgrade splitsource to continue this query."
                 )
-            splits = {
-                str(split_id): SplitProgress(
-                    _unb64(entry["split"]), _integer(entry["position"], "position")
-                )
-                for split_id, entry in data["splits"].items()
-            }
             state = data["state"]
             return cls(
                 epoch=_integer(data["epoch"], "epoch"),
-                splits=splits,
+                splits=_splits_of(data, version),
                 inline_state=_unb64(state["inline"]) if "inline" in state else None,
                 state_ref=str(state["ref"]) if "ref" in state else None,
+                splits_ref=str(data["splitsRef"]) if "splitsRef" in data else None,
+                split_count=_integer(data["splitCount"], "splitCount")
+                if "splitsRef" in data
+                else None,
             )
         except NewerVersionError:
             raise
@@ -104,6 +114,40 @@ class StreamOffset:
                 "not written by splitsource or is damaged. Restore the checkpoint or start "
                 "the query with a new checkpointLocation."
             ) from None
+
+
+def splits_to_json(splits: Mapping[str, SplitProgress]) -> dict[str, Any]:
+    """``positions`` and ``splits`` of a version 2 offset (also what a split artifact holds)."""
+    ids = sorted(splits)
+    return {
+        "positions": {split_id: splits[split_id].position for split_id in ids},
+        "splits": {split_id: _b64(splits[split_id].split) for split_id in ids},
+    }
+
+
+def splits_from_json(data: Mapping[str, Any]) -> dict[str, SplitProgress]:
+    """The inverse of :func:`splits_to_json`; raises what :meth:`StreamOffset.from_json`
+    turns into ``CorruptDataError``."""
+    positions, framed = data["positions"], data["splits"]
+    if set(positions) != set(framed):
+        raise ValueError("positions and splits name different splits")
+    return {
+        str(split_id): SplitProgress(_unb64(framed[split_id]), _integer(position, "position"))
+        for split_id, position in positions.items()
+    }
+
+
+def _splits_of(data: Mapping[str, Any], version: int) -> dict[str, SplitProgress]:
+    if version == 1:
+        return {
+            str(split_id): SplitProgress(
+                _unb64(entry["split"]), _integer(entry["position"], "position")
+            )
+            for split_id, entry in data["splits"].items()
+        }
+    if "splitsRef" in data:
+        return {}
+    return splits_from_json(data)
 
 
 def _b64(data: bytes) -> str:

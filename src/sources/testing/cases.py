@@ -212,6 +212,8 @@ def _readable_offset(source: Source[Any, Any], offset: Mapping[str, Any]) -> str
     state: Any = decoded.state_ref
     if decoded.inline_state is not None:
         state = unframe(source.enumerator_state_serializer(), decoded.inline_state, "a state")
+    if decoded.splits_ref is not None:
+        return f"state {state!r}, {decoded.split_count} splits in flight in the state store"
     splits = {
         split_id: (unframe(source.split_serializer(), progress.split, "a split"), progress.position)
         for split_id, progress in decoded.splits.items()
