@@ -15,6 +15,7 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.offsets import SplitProgress, StreamOffset
 from enumerators.runtime.state_spill import StateSpill
 from enumerators.runtime.state_store import StateStore
+from helpers.driving import logged
 from sources import CorruptDataError, NewerVersionError, SplitSourceError, StateStoreError
 from sources.numbers import NumberSequenceSource
 from sources.serialization import frame, unframe
@@ -195,3 +196,26 @@ def test_rate_states_round_trip(discovered: bool, pending: list[RateSplit]) -> N
     state = RateState(discovered, tuple(pending))
 
     assert unframe(RateStateSerializer(), frame(RateStateSerializer(), state), "t") == state
+
+
+def test_a_restarted_driver_replays_a_logged_batch_of_stored_splits_identically(
+    tmp_path: Path,
+) -> None:
+    """The driver dies after Spark logged the end offset and before the commit: a new one
+    plans the batch from the offsets and the store alone, and gets the same ranges."""
+    source = NumberSequenceSource(0, 99_999, 2_000)
+    limits = AdmissionLimits(max_records=50_000)
+    first = StreamCoordinator(source, limits, StateStore(str(tmp_path / "state")))
+    start = logged(first.initial_offset())
+    end = logged(first.latest_offset(start, limited=True))
+    planned = first.plan(start, end)
+    first.close()
+
+    restarted = StreamCoordinator(source, limits, StateStore(str(tmp_path / "state")))
+    replayed = restarted.plan(start, end)
+
+    assert sorted(end) == ["epoch", "splitCount", "splitsRef", "state", "version"]
+    assert end["splitCount"] == 2_000
+    assert len(json.dumps(end)) < 1024
+    assert replayed == planned
+    assert sum(split.end_position() - split.start_position() for split in replayed) == 50_000
