@@ -219,3 +219,14 @@ def test_a_restarted_driver_replays_a_logged_batch_of_stored_splits_identically(
     assert len(json.dumps(end)) < 1024
     assert replayed == planned
     assert sum(split.end_position() - split.start_position() for split in replayed) == 50_000
+
+
+def test_a_long_stream_keeps_only_the_last_few_batches_of_stored_splits_in_memory(
+    tmp_path: Path,
+) -> None:
+    spill = StateSpill("t", RateStateSerializer(), StateStore(str(tmp_path / "state")))
+
+    for epoch in range(1, 30):
+        spill.offset(epoch, many_splits(400 + epoch), RateState(True, ()))
+
+    assert len(spill._resolved) <= 4

@@ -74,7 +74,7 @@ class StateSpill(Generic[StateT]):
                 separators=(",", ":"),
             ).encode()
             key = self._store.put(epoch, zlib.compress(data, 6))
-            self._resolved[key] = dict(splits)
+            self._remember(key, dict(splits))
             offset = StreamOffset(epoch, splits_ref=key, split_count=len(splits))
         framed = frame(self._serializer, state)
         if len(framed) <= self._inline_limit:
@@ -93,10 +93,14 @@ class StateSpill(Generic[StateT]):
         if key is None:
             return offset
         if key not in self._resolved:
-            if len(self._resolved) >= _RESOLVED_KEPT:
-                self._resolved.pop(next(iter(self._resolved)))
-            self._resolved[key] = self._read_splits(offset, key)
+            self._remember(key, self._read_splits(offset, key))
         return replace(offset, splits=self._resolved[key])
+
+    def _remember(self, key: str, splits: dict[str, SplitProgress]) -> None:
+        """Keep the splits of the last few keys: a batch's offsets are decoded several times."""
+        if len(self._resolved) >= _RESOLVED_KEPT:
+            self._resolved.pop(next(iter(self._resolved)))
+        self._resolved[key] = splits
 
     def state(self, offset: StreamOffset) -> StateT:
         """The enumerator state ``offset`` holds or names."""
