@@ -16,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from enumerators.runtime.progress import SourceReport
+from helpers.jobs import Job
 from sources.errors import SplitSourceError
 from sources.spark import SourceMetricsListener, source_metrics
 from sources.spark.prometheus import PrometheusListener, serve_prometheus
@@ -232,3 +233,28 @@ def test_the_listener_keeps_each_querys_latest_figures(spark: SparkSession, tmp_
     kept = listener.latest()[str(query.id)]
     assert kept["batchId"] == 0
     assert kept["sources"]["splitsource.numbers"]["pendingRecords"] == 0
+
+
+@pytest.mark.spark
+def test_the_driver_logs_one_metrics_line_per_batch(tmp_path: Path, jobs: list[Job]) -> None:
+    settings = {
+        "checkpoint": str(tmp_path / "checkpoint"),
+        "output": str(tmp_path / "output"),
+        "format": "numbers",
+        "options": {"to": 2_999, "splits": 3, "maxRecordsPerTrigger": 1_200},
+        "trigger": "availableNow",
+    }
+    jobs.append(Job.start(settings, tmp_path / "job.log"))
+    assert jobs[-1].wait(300) == 0, jobs[-1].tail()
+
+    lines = [
+        json.loads(line.split(" ", 1)[1])
+        for line in jobs[-1].output().splitlines()
+        if line.startswith("splitsource.metrics ")
+    ]
+    assert [(line["batchId"], line["pendingRecords"]) for line in lines] == [
+        (0, 1_800),
+        (1, 600),
+        (2, 0),
+    ]
+    assert {line["source"] for line in lines} == {"splitsource.numbers"}
