@@ -156,16 +156,21 @@ class LineBlocks:
                 if data:
                     pending.append(data)
             else:
-                buffer = b"".join((*pending, data)) if pending else data
-                last += len(buffer) - len(data)
-                pending = []
-                if end is not None and self.position + last + width >= end:
+                carried = sum(map(len, pending))
+                if end is not None and self.position + carried + last + width >= end:
+                    buffer = b"".join((*pending, data)) if pending else data
                     cut = buffer.find(separator, max(end - self.position - width, 0)) + width
                     yield self._emit(buffer[:cut])
                     return
-                yield self._emit(buffer[: last + width])
-                if last + width < len(buffer):
-                    pending.append(buffer[last + width :])
+                # One copy: the carried start of a line and the new lines through the last
+                # separator, joined without slicing ``data`` first.
+                through = last + width
+                if pending:
+                    block = b"".join((*pending, memoryview(data)[:through]))
+                else:
+                    block = data[:through]  # ``data`` itself when it ends with the separator
+                pending = [data[through:]] if through < len(data) else []
+                yield self._emit(block)
             data = self._pull()
             if not data:
                 if pending:
