@@ -8,16 +8,24 @@ a header, JSON Lines and Parquet, ``--files`` files each. Every format is then r
 that every column is touched (count, and sum/min/max of each column, string lengths).
 Both readers must give the same aggregate values, or the benchmark fails.
 
-After one warm-up read of each reader, the timed runs alternate between the two
-readers (ours, Spark's, ours, ...), so both share the noise of a busy machine. For
-each format it prints the median wall time and rows/s of each reader and the line
+A third reader, the *floor* (:class:`FloorSource`), is the least any Python data
+source does on the same files: each file read whole by pyarrow's own reader of the
+format (``pyarrow.json.read_json``, ``pyarrow.csv.read_csv``, ``ParquetFile.iter_batches``)
+on one thread, its batches yielded as they are, in two partitions; no options, modes,
+checks or reader runtime. Its ratio against Spark's reader is what a Python data source
+can reach with pyarrow's decoders on that format (``--no-floor`` leaves it out).
+
+After one warm-up read of each reader, the timed runs alternate between the
+readers (ours, Spark's, the floor, ours, ...), so all share the noise of a busy machine.
+For each format it prints the median wall time and rows/s of each reader and the line
 ``ratio splitsource/spark <format>: X.XX`` (rows/s of splitsource over rows/s of
-Spark; above 1.00 splitsource is faster).
+Spark; above 1.00 splitsource is faster), then ``floor python-source/spark <format>:
+X.XX`` for the floor.
 
 Run it from the project root::
 
     .venv/bin/python benchmarks/bench_files.py [--size 1g] [--runs K] [--files F]
-        [--formats csv,json,parquet] [--cache DIR] [--option name=value ...]
+        [--formats csv,json,parquet] [--cache DIR] [--option name=value ...] [--no-floor]
 
 ``--option`` passes a read option to splitsource only (e.g. ``maxSplitBytes=64m``), to
 compare settings.
@@ -38,9 +46,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from sources.files import FileSource
 from sources.options import Option
@@ -48,6 +58,15 @@ from sources.spark import local_session, register
 
 FORMATS = ("csv", "json", "parquet")
 SCHEMA = "id BIGINT, price DOUBLE, ratio DOUBLE, name STRING, ts TIMESTAMP"
+ARROW_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("price", pa.float64()),
+        ("ratio", pa.float64()),
+        ("name", pa.string()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+    ]
+)
 CSV_BYTES_PER_ROW = 65  # measured on the generated rows; sizes the data set
 GENERATE_ROWS = 1_000_000  # rows generated and written at a time
 _EPOCH_2024_US = 1_704_067_200_000_000
@@ -160,9 +179,64 @@ def spark_df(spark: SparkSession, fmt: str, path: Path, options: dict[str, str])
     return reader.parquet(str(path))
 
 
+class FloorReader(DataSourceReader):
+    """Reads the files of option ``files`` round-robin in two partitions, and nothing more."""
+
+    def __init__(self, fmt: str, files: list[str]) -> None:
+        self.fmt = fmt
+        self.files = files
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(self.files[i::2]) for i in range(min(2, len(self.files)))]
+
+    def read(self, partition: InputPartition) -> Any:
+        for name in partition.value:
+            if self.fmt == "parquet":
+                yield from pq.ParquetFile(name).iter_batches(65_536, use_threads=False)
+                continue
+            if self.fmt == "json":
+                table = pa_json.read_json(
+                    name,
+                    read_options=pa_json.ReadOptions(use_threads=False, block_size=8 << 20),
+                    parse_options=pa_json.ParseOptions(explicit_schema=ARROW_SCHEMA),
+                )
+            else:
+                table = pa_csv.read_csv(
+                    name,
+                    read_options=pa_csv.ReadOptions(
+                        use_threads=False,
+                        block_size=8 << 20,
+                        column_names=ARROW_SCHEMA.names,
+                        skip_rows=1,
+                    ),
+                    convert_options=pa_csv.ConvertOptions(column_types=ARROW_SCHEMA),
+                )
+            yield from table.to_batches(65_536)
+
+
+class FloorSource(DataSource):
+    """The least a Python data source does to read the benchmark's files of one format."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-files-floor"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return FloorReader(self.options["format"], self.options["files"].split(","))
+
+
+def floor_df(spark: SparkSession, fmt: str, path: Path, options: dict[str, str]) -> DataFrame:
+    files = ",".join(str(file) for file in sorted(path.iterdir()))
+    return spark.read.format("bench-files-floor").options(format=fmt, files=files).load()
+
+
 READERS: dict[str, Callable[[SparkSession, str, Path, dict[str, str]], DataFrame]] = {
     "splitsource": splitsource_df,
     "spark": spark_df,
+    "floor": floor_df,
 }
 
 
@@ -208,22 +282,28 @@ def same(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
 
 
 def measure(
-    spark: SparkSession, fmt: str, path: Path, runs: int, options: dict[str, str]
+    spark: SparkSession,
+    fmt: str,
+    path: Path,
+    runs: int,
+    options: dict[str, str],
+    readers: list[str],
 ) -> dict[str, list[float]]:
-    """Check both readers agree (warm-up), then ``runs`` interleaved timed reads of each."""
+    """Check the readers agree (warm-up), then ``runs`` interleaved timed reads of each."""
 
     def read(name: str) -> tuple[float, dict[str, Any]]:
         return timed(aggregate(READERS[name](spark, fmt, path, options)))
 
-    results = {name: read(name)[1] for name in READERS}
-    if not same(results["splitsource"], results["spark"]):
-        raise SystemExit(
-            f"{fmt}: the readers disagree.\n  splitsource: {results['splitsource']}\n"
-            f"  spark:       {results['spark']}"
-        )
-    times: dict[str, list[float]] = {name: [] for name in READERS}
+    results = {name: read(name)[1] for name in readers}
+    for name in readers[1:]:
+        if not same(results["splitsource"], results[name]):
+            raise SystemExit(
+                f"{fmt}: the readers disagree.\n  splitsource: {results['splitsource']}\n"
+                f"  {name + ':':<12} {results[name]}"
+            )
+    times: dict[str, list[float]] = {name: [] for name in readers}
     for run in range(1, runs + 1):
-        for name in READERS:
+        for name in readers:
             seconds, row = read(name)
             if not same(row, results[name]):
                 raise SystemExit(f"{fmt}: {name} gave {row}, before {results[name]}")
@@ -233,11 +313,12 @@ def measure(
     return times
 
 
-def report(fmt: str, times: dict[str, list[float]], rows: int) -> float:
+def report(fmt: str, times: dict[str, list[float]], rows: int) -> dict[str, float]:
+    """Print the medians; return each reader's median time."""
     medians = {name: statistics.median(seconds) for name, seconds in times.items()}
     for name, median in medians.items():
         print(f"  {fmt:<8} {name:<12} median {median:>7.2f} s {rows / median:>14,.0f} rows/s")
-    return medians["spark"] / medians["splitsource"]
+    return medians
 
 
 def parse_args() -> argparse.Namespace:
@@ -254,6 +335,9 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--option", action="append", default=[], help="name=value read option for splitsource"
+    )
+    parser.add_argument(
+        "--no-floor", action="store_true", help="do not time the minimal Python data source"
     )
     args = parser.parse_args()
     args.formats = [fmt.strip() for fmt in args.formats.split(",") if fmt.strip()]
@@ -274,13 +358,17 @@ def main() -> None:
     )
     try:
         register(spark, FileSource)
+        spark.dataSource.register(FloorSource)
         print(f"{args.rows:,} rows on local[2], {args.runs} runs, options {args.options}")
-        ratios = {}
+        readers = ["splitsource", "spark"] + ([] if args.no_floor else ["floor"])
+        medians = {}
         for fmt in args.formats:
-            times = measure(spark, fmt, directory / fmt, args.runs, args.options)
-            ratios[fmt] = report(fmt, times, args.rows)
-        for fmt, ratio in ratios.items():
-            print(f"ratio splitsource/spark {fmt}: {ratio:.2f}")
+            times = measure(spark, fmt, directory / fmt, args.runs, args.options, readers)
+            medians[fmt] = report(fmt, times, args.rows)
+        for fmt, median in medians.items():
+            print(f"ratio splitsource/spark {fmt}: {median['spark'] / median['splitsource']:.2f}")
+            if "floor" in median:
+                print(f"floor python-source/spark {fmt}: {median['spark'] / median['floor']:.2f}")
     finally:
         spark.stop()
 

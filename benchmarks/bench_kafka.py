@@ -19,10 +19,17 @@ wall time and records/s of each source and their ratio (records/s of splitsource
 records/s of Spark; above 1.00 splitsource is faster), and ends with the line
 ``ratio splitsource/spark-kafka: X.XX``: the geometric mean of the two modes' ratios.
 
+In bounded mode a third source, the *floor* (:class:`FloorSource`), is timed too: the
+least a Python data source does to read the topic, one task per partition, each a bare
+confluent-kafka ``consume`` loop up to the partition's end whose messages become the
+seven columns in the fewest steps (no options, error handling, fetcher thread or batch
+shaping). Its ratio, printed as ``floor python-source/spark-kafka bounded: X.XX``, is
+what any Python data source reaches here (``--no-floor`` leaves it out).
+
 Run it from the project root (Maven fetches the broker's and Spark's Kafka jars once)::
 
     .venv/bin/python benchmarks/bench_kafka.py [--records N] [--partitions P]
-        [--runs K] [--value-size B] [--option name=value ...]
+        [--runs K] [--value-size B] [--option name=value ...] [--no-floor]
 
 ``--option`` passes a read option to splitsource only (e.g. ``maxRecordsPerBatch=50000``),
 to compare settings.
@@ -40,10 +47,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -55,6 +66,101 @@ from sources.spark import local_session, register
 TOPIC = "bench"
 SOURCES = {"splitsource": KafkaSource.format_name(), "spark": "kafka"}
 MODES = ("bounded", "availableNow")
+
+
+class FloorReader(DataSourceReader):
+    """Reads each partition of the topic from its start to its end, and nothing more."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+
+    def _consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        return Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "bench-floor",
+                "enable.auto.commit": False,
+                "fetch.queue.backoff.ms": 10,
+                "queued.min.messages": 200_000,
+            }
+        )
+
+    def partitions(self) -> list[InputPartition]:
+        from confluent_kafka import TopicPartition
+
+        consumer = self._consumer()
+        try:
+            count = len(consumer.list_topics(self.topic, timeout=30).topics[self.topic].partitions)
+            ends = [
+                consumer.get_watermark_offsets(TopicPartition(self.topic, number), timeout=30)
+                for number in range(count)
+            ]
+        finally:
+            consumer.close()
+        return [InputPartition((number, low, high)) for number, (low, high) in enumerate(ends)]
+
+    def read(self, partition: InputPartition) -> Any:
+        from confluent_kafka import Message, TopicPartition
+
+        number, offset, end = partition.value
+        consumer = self._consumer()
+        consumer.assign([TopicPartition(self.topic, number, offset)])
+        schema = pa.schema(FLOOR_FIELDS)
+        try:
+            while offset < end:
+                messages = [m for m in consumer.consume(20_000, 1.0) if m.error() is None]
+                if not messages:
+                    continue
+                count = len(messages)
+                first, offset = messages[0].offset(), messages[-1].offset() + 1
+                assert offset - first == count, "the benchmark's topic has no gaps"
+                pairs = chain.from_iterable(map(Message.timestamp, messages))
+                stamps = np.fromiter(pairs, np.int64, 2 * count).reshape(count, 2)
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array(list(map(Message.key, messages)), pa.binary()),
+                        pa.array(list(map(Message.value, messages)), pa.binary()),
+                        pa.repeat(pa.scalar(self.topic), count),
+                        pa.array(np.full(count, number, np.int32)),
+                        pa.array(np.arange(first, offset, dtype=np.int64)),
+                        pa.array(stamps[:, 1] * 1000, pa.timestamp("us", tz="UTC")),
+                        pa.array((stamps[:, 0] - 1).astype(np.int32)),
+                    ],
+                    schema=schema,
+                )
+        finally:
+            consumer.close()
+
+
+FLOOR_FIELDS = [
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("timestamp", pa.timestamp("us", tz="UTC")),
+    ("timestampType", pa.int32()),
+]
+
+
+class FloorSource(DataSource):
+    """The least a Python data source does to read a whole topic (Spark's Kafka columns)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench-kafka-floor"
+
+    def schema(self) -> str:
+        return (
+            "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+            "timestamp TIMESTAMP, timestampType INT"
+        )
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return FloorReader(self.options["kafka.bootstrap.servers"], self.options["subscribe"])
 
 
 def bounded(spark: SparkSession, fmt: str, options: dict[str, str]) -> None:
@@ -97,30 +203,36 @@ def measure(
         "subscribe": TOPIC,
         "startingOffsets": "earliest",
     }
-    options = {"splitsource": {**common, **args.options}, "spark": common}
+    options = {"splitsource": {**common, **args.options}, "spark": common, "floor": common}
+    sources = {"splitsource": SOURCES["splitsource"], "spark": SOURCES["spark"]}
+    if not args.no_floor:
+        sources["floor"] = FloorSource.name()
 
     def check(name: str, mode: str, rows: int) -> None:
         if rows != args.records:
             raise SystemExit(f"{mode}: {name} read {rows:,} records, not {args.records:,}")
 
     runs: dict[str, Callable[[str], None]] = {
-        "bounded": lambda name: bounded(spark, SOURCES[name], options[name]),
+        "bounded": lambda name: bounded(spark, sources[name], options[name]),
         "availableNow": lambda name: check(
             name,
             "availableNow",
-            available_now(spark, SOURCES[name], options[name], checkpoints),
+            available_now(spark, sources[name], options[name], checkpoints),
         ),
     }
-    for name in SOURCES:
+    for name in sources:
         check(
             name,
             "bounded",
-            spark.read.format(SOURCES[name]).options(**options[name]).load().count(),
+            spark.read.format(sources[name]).options(**options[name]).load().count(),
         )
-    times: dict[str, dict[str, list[float]]] = {mode: {n: [] for n in SOURCES} for mode in MODES}
+    modes = {"bounded": list(sources), "availableNow": list(SOURCES)}
+    times: dict[str, dict[str, list[float]]] = {
+        mode: {n: [] for n in names} for mode, names in modes.items()
+    }
     for run in range(1, args.runs + 1):
         for mode in MODES:
-            for name in SOURCES:
+            for name in modes[mode]:
                 began = time.perf_counter()
                 runs[mode](name)
                 times[mode][name].append(time.perf_counter() - began)
@@ -137,6 +249,9 @@ def report(mode: str, times: dict[str, list[float]], records: int) -> float:
         print(f"  {mode:<12} {name:<12} median {median:>7.2f} s {records / median:>12,.0f} rec/s")
     ratio = medians["spark"] / medians["splitsource"]
     print(f"  {mode:<12} ratio splitsource/spark-kafka {ratio:.2f}")
+    if "floor" in medians:
+        floor = medians["spark"] / medians["floor"]
+        print(f"floor python-source/spark-kafka {mode}: {floor:.2f}")
     return ratio
 
 
@@ -148,6 +263,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--value-size", type=int, default=100, help="bytes per value")
     parser.add_argument(
         "--option", action="append", default=[], help="name=value read option for splitsource"
+    )
+    parser.add_argument(
+        "--no-floor", action="store_true", help="do not time the minimal Python data source"
     )
     args = parser.parse_args()
     if args.runs < 3 or args.records < 1 or args.partitions < 1 or args.value_size < 1:
@@ -185,6 +303,7 @@ def main() -> None:
         spark = local_session("local[2]", "splitsource-bench-kafka", {"spark.jars": jars})
         try:
             register(spark, KafkaSource)
+            spark.dataSource.register(FloorSource)
             times = measure(spark, args, broker.bootstrap, root / "checkpoints")
         finally:
             spark.stop()

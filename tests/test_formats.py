@@ -6,6 +6,7 @@ import bz2
 import gzip
 import io
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -29,6 +30,8 @@ from readers.formats import (
     is_splittable,
     read_range,
 )
+from readers.formats.json_text import starts_a_line_with_a_word
+from readers.formats.lines import separator_count
 from readers.formats.patterns import strptime_format
 from sources.errors import FileReadError, InvalidOptionError, MalformedRecordError
 
@@ -901,3 +904,20 @@ def test_a_pattern_field_that_cannot_be_parsed_is_named() -> None:
 )
 def test_glob_braces_are_spelled_out(pattern: str, expected: list[str]) -> None:
     assert braces_expanded(pattern) == expected
+
+
+_LINE_PIECES = st.lists(
+    st.sampled_from([b"{", b"}", b"\n", b"\r", b" ", b"\t", b"null", b"true", b"[", b"1", b"a"]),
+    max_size=12,
+).map(b"".join)
+
+
+@given(_LINE_PIECES)
+def test_json_bare_word_check_agrees_with_its_regular_expressions(data: bytes) -> None:
+    word = bool(re.match(rb"[ \t\r\n]*[a-z]", data) or re.search(rb"\n[ \t\r]*[a-z]", data))
+    assert starts_a_line_with_a_word(data) == word
+
+
+@given(_LINE_PIECES, st.sampled_from([b"\n", b"|;", b"\r"]))
+def test_separator_count_counts_as_bytes_count(data: bytes, separator: bytes) -> None:
+    assert separator_count(data, separator) == data.count(separator)

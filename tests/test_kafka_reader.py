@@ -132,3 +132,13 @@ def test_records_that_never_arrive_fail_after_the_poll_timeout(
             read_all(reader, KafkaPartitionSplit(name, 0, 0, 10))
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("offsets", [[5, 6, 7, 8], [5, 7, 8, 9], [0], [3, 4, 10]])
+def test_batch_offsets_are_the_messages_offsets_with_or_without_gaps(offsets: list[int]) -> None:
+    from confluent_kafka import Message
+
+    from readers.kafka import _offsets
+
+    messages = [Message(topic="t", partition=0, offset=offset) for offset in offsets]
+    assert _offsets(messages).tolist() == offsets

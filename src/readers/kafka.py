@@ -179,7 +179,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
             messages = records
         if not messages:
             return [], done or self._next_offset >= end
-        offsets = np.fromiter(map(Message.offset, messages), np.int64, len(messages))
+        offsets = _offsets(messages)
         first = int(np.searchsorted(offsets, self._next_offset))  # none, unless left by a seek
         keep = int(np.searchsorted(offsets, end))
         if first or keep < len(messages):
@@ -278,6 +278,19 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
     def _finish(self, split: KafkaPartitionSplit, batch: list[pa.RecordBatch]) -> RecordsBySplit:
         self._current = None
         return RecordsBySplit({split.split_id: batch}, frozenset({split.split_id}))
+
+
+def _offsets(messages: list[Message]) -> np.ndarray:
+    """The offsets of ``messages``, records of one partition in offset order.
+
+    Consecutive offsets (the usual case: no compaction, no transaction markers) are a
+    range known from the first and last message; only gaps need every message asked.
+    """
+    count = len(messages)
+    first, last = messages[0].offset(), messages[-1].offset()
+    if first is not None and last is not None and last - first + 1 == count:
+        return np.arange(first, last + 1, dtype=np.int64)
+    return np.fromiter(map(Message.offset, messages), np.int64, count)
 
 
 def _header_pairs(message: Message) -> list[tuple[str, bytes | None]] | None:

@@ -234,7 +234,7 @@ def _read(data: bytes, options: FormatOptions, schema: pa.Schema) -> pa.Table:
         data,
         lambda block_size: pa_json.read_json(
             pa.BufferReader(data),
-            read_options=pa_json.ReadOptions(block_size=block_size),
+            read_options=pa_json.ReadOptions(block_size=block_size, use_threads=False),
             parse_options=parse,
         ),
     )

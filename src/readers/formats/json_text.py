@@ -17,10 +17,13 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 __all__ = ["document_as_lines", "fitting_fields", "starts_a_line_with_a_word", "values_as_text"]
 
+_OPEN_BRACE = ord("{")
+_NEWLINE = ord("\n")
 _FIRST_LINE_A_WORD = re.compile(rb"[ \t\r\n]*[a-z]")
 _LATER_LINE_A_WORD = re.compile(rb"\n[ \t\r]*[a-z]")
 
@@ -28,7 +31,19 @@ _LATER_LINE_A_WORD = re.compile(rb"\n[ \t\r]*[a-z]")
 def starts_a_line_with_a_word(data: bytes) -> bool:
     """Whether a line of JSON lines ``data`` starts with a word such as ``null`` or ``true``:
     it is not an object, and pyarrow's reader crashes the process on a first line of ``null``."""
+    if _every_line_an_object(data):
+        return False
     return bool(_FIRST_LINE_A_WORD.match(data) or _LATER_LINE_A_WORD.search(data))
+
+
+def _every_line_an_object(data: bytes) -> bool:
+    """Whether ``data`` starts with ``{``, as does every line after a line break (the usual
+    JSON lines); vectorised, about twice as fast as the regular expressions it spares."""
+    bytes_ = np.frombuffer(data, dtype=np.uint8)
+    if not len(bytes_) or bytes_[0] != _OPEN_BRACE:
+        return False
+    firsts = bytes_[1:][bytes_[:-1] == _NEWLINE]
+    return bool(np.all(firsts == _OPEN_BRACE))
 
 
 class _Number(str):

@@ -37,7 +37,7 @@ from sources.errors import CorruptFileError, FileReadError, MalformedRecordError
 
 __all__ = ["LineFormat", "RecordFormat", "with_block_size"]
 
-_ARROW_BLOCK = 1 << 20
+_ARROW_BLOCK = 64 << 20
 
 
 class LineFormat(LineCodec, ABC):
@@ -281,10 +281,17 @@ class RecordFormat(LineFormat, RecordCodec, ABC):
 
 
 def with_block_size(data: bytes, read: Callable[[int], pa.Table]) -> pa.Table:
-    """``read`` with pyarrow's block size, retried with one block if a line is longer."""
+    """``read`` with pyarrow's block size: ``data`` in one block, or in blocks of 64 MiB
+    (retried as one block if a line is longer).
+
+    One block per call, read on one thread, is what a Spark task wants: Spark already runs
+    a task per core, and pyarrow's threads over 1 MiB blocks cost more CPU per row
+    (``docs/performance.md``).
+    """
+    first = min(len(data) + 1, _ARROW_BLOCK)
     try:
-        return read(_ARROW_BLOCK)
+        return read(first)
     except pa.ArrowInvalid as error:
-        if "straddl" not in str(error) or len(data) < _ARROW_BLOCK:
+        if "straddl" not in str(error) or len(data) < first:
             raise
     return read(len(data) + 1)
