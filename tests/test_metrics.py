@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from enumerators.runtime.progress import SourceReport
+from enumerators.runtime.progress import LISTED_SPLITS, SourceReport
 from helpers.jobs import Job
 from sources.errors import SplitSourceError
 from sources.spark import SourceMetricsListener, source_metrics
@@ -258,3 +258,22 @@ def test_the_driver_logs_one_metrics_line_per_batch(tmp_path: Path, jobs: list[J
         (2, 0),
     ]
     assert {line["source"] for line in lines} == {"splitsource.numbers"}
+
+
+def test_a_batch_of_many_splits_reports_figures_not_a_list_per_split() -> None:
+    many = {f"t-{n}": 10 for n in range(LISTED_SPLITS + 1)}
+    planned = SourceReport(
+        source="splitsource.kafka",
+        latest=many,
+        reached={split: 4 for split in many},
+        counts_records=True,
+        pending={},
+        idle_ms=0,
+    )
+
+    report = planned.to_json()
+
+    assert report["latest"] == {} and report["metrics"]["offsetsBehindLatest"] == {}
+    assert report["metrics"]["activeSplits"] == LISTED_SPLITS + 1
+    assert report["metrics"]["maxOffsetsBehindLatest"] == 6
+    assert report["metrics"]["pendingRecords"] == 6 * (LISTED_SPLITS + 1)

@@ -17,6 +17,9 @@ whose positions count records. ``pendingRecords`` is their sum plus what the
 enumerator reports as pending; the enumerator's other figures
 (:meth:`~enumerators.base.SplitEnumerator.pending`) are added as they are.
 ``sourceIdleTime`` is the milliseconds since the last batch that read data.
+A batch of more than ``LISTED_SPLITS`` splits leaves ``latest`` and
+``offsetsBehindLatest`` empty (``activeSplits`` still counts them): Spark keeps
+the last hundred progresses in memory and hands each to every listener.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["REPORT_VERSION", "SourceReport"]
+__all__ = ["LISTED_SPLITS", "REPORT_VERSION", "SourceReport"]
 
 REPORT_VERSION = 1
+LISTED_SPLITS = 1_000
+"""Splits listed one by one in a report; a larger batch reports its figures only."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class SourceReport:
                 minOffsetsBehindLatest=min(lags),
                 maxOffsetsBehindLatest=max(lags),
                 avgOffsetsBehindLatest=sum(lags) / len(lags),
-                offsetsBehindLatest=behind,
+                offsetsBehindLatest=self._listed(behind),
             )
             figures["pendingRecords"] = sum(lags) + self.pending.get("pendingRecords", 0)
         figures.update({name: value for name, value in self.pending.items() if name not in figures})
@@ -63,11 +68,14 @@ class SourceReport:
         figures["sourceIdleTime"] = self.idle_ms
         return figures
 
+    def _listed(self, per_split: dict[str, int]) -> dict[str, int]:
+        return per_split if len(self.latest) <= LISTED_SPLITS else {}
+
     def to_json(self) -> dict[str, Any]:
         """The JSON-safe dict handed to Spark as the source's latest offset."""
         return {
             "source": self.source,
-            "latest": dict(sorted(self.latest.items())),
+            "latest": self._listed(dict(sorted(self.latest.items()))),
             "metrics": self.metrics(),
             "version": REPORT_VERSION,
         }
