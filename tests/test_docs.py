@@ -197,6 +197,21 @@ def test_the_hybrid_page_runs_against_the_broker(
     assert module.spark is spark
 
 
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_the_event_time_page_runs_against_the_broker(
+    spark: SparkSession,
+    kafka_broker: KafkaBroker,
+    topic: Callable[..., str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its example produces a skewed hour to a topic and reads it aligned, dropping nothing."""
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_broker.bootstrap)
+    monkeypatch.setenv("DEMO_TOPIC", topic(partitions=2))
+    module = run_as_one_module(DOCS / "event-time.md")
+    assert module.dropped == 0
+
+
 @pytest.mark.cluster
 @pytest.mark.connect
 def test_the_deploying_page_starts_servers_its_python_blocks_use(tmp_path: Path) -> None:

@@ -29,7 +29,12 @@ offsets = st.builds(
     epoch=st.integers(0, 2**63 - 1),
     splits=st.dictionaries(
         st.text(min_size=1, max_size=20),
-        st.builds(SplitProgress, st.binary(max_size=64), st.integers(-(2**63), 2**63 - 1)),
+        st.builds(
+            SplitProgress,
+            st.binary(max_size=64),
+            st.integers(-(2**63), 2**63 - 1),
+            st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+        ),
         max_size=8,
     ),
     inline_state=st.binary(max_size=64),
@@ -74,8 +79,25 @@ def test_the_golden_v2_offset_is_the_v1_offset_in_todays_layout() -> None:
     decoded = StreamOffset.from_json(v2, "splitsource.numbers")
 
     assert decoded == StreamOffset.from_json(v1, "splitsource.numbers")
-    assert decoded.to_json() == v2
+    assert decoded.to_json() == {**v2, "version": 3}  # no event times: v2 plus the version
     assert v2["positions"] == {"0": 50, "1": 300}  # a person reads them in the progress
+
+
+def test_the_golden_v3_offset_is_the_v2_offset_with_where_each_split_stands_in_event_time() -> None:
+    v2 = json.loads((GOLDEN / "offset_v2_numbers.json").read_text())
+    v3 = json.loads((GOLDEN / "offset_v3_numbers.json").read_text())
+
+    decoded = StreamOffset.from_json(v3, "splitsource.numbers")
+    without_times = StreamOffset.from_json(v2, "splitsource.numbers")
+
+    assert decoded.to_json() == v3
+    assert {sid: p.event_time for sid, p in decoded.splits.items()} == {
+        "0": 1_767_261_650_000,
+        "1": 1_767_261_900_000,
+    }
+    assert {sid: (p.split, p.position) for sid, p in decoded.splits.items()} == {
+        sid: (p.split, p.position) for sid, p in without_times.splits.items()
+    }
 
 
 @given(
@@ -145,10 +167,10 @@ def test_splits_in_the_store_without_state_location_name_the_option() -> None:
 
 
 def test_an_offset_from_a_newer_layout_asks_for_an_upgrade() -> None:
-    golden = json.loads((GOLDEN / "offset_v2_numbers.json").read_text())
+    golden = json.loads((GOLDEN / "offset_v3_numbers.json").read_text())
 
     with pytest.raises(NewerVersionError, match="written by a newer splitsource"):
-        StreamOffset.from_json({**golden, "version": 3}, "splitsource.numbers")
+        StreamOffset.from_json({**golden, "version": 4}, "splitsource.numbers")
 
 
 @pytest.mark.parametrize(

@@ -171,13 +171,16 @@ def test_size_option_rejects_invalid_sizes(text: str) -> None:
         ("1.5s", 1.5),
         ("250MS", 0.25),
         (" 10 s ", 10.0),
+        ("1 minute", 60.0),
+        ("5 days", 432_000.0),
+        ("2 Seconds", 2.0),
     ],
 )
 def test_duration_option_accepts_units_and_bare_seconds(text: str, seconds: float) -> None:
     assert parse_one("pollInterval", text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "soon", "-1s", "5 days", "5mm", "1.s", "s"])
+@pytest.mark.parametrize("text", ["", "soon", "-1s", "5 fortnights", "5mm", "1.s", "s"])
 def test_duration_option_rejects_invalid_durations(text: str) -> None:
     assert "expected a duration" in invalid("pollInterval", text)
 

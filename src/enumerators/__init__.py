@@ -9,6 +9,8 @@ streaming runtime that drives an enumerator (:mod:`.runtime`).
 from enumerators.base import (
     CompletedCheckpoint,
     EnumeratorContext,
+    EventTimeCut,
+    EventTimeIndex,
     PeriodicSplitEnumerator,
     ReadMode,
     SplitEnumerator,
@@ -18,6 +20,8 @@ from enumerators.static import StaticSplitEnumerator
 __all__ = [
     "CompletedCheckpoint",
     "EnumeratorContext",
+    "EventTimeCut",
+    "EventTimeIndex",
     "PeriodicSplitEnumerator",
     "ReadMode",
     "SplitEnumerator",

@@ -21,6 +21,8 @@ from sources.split import Boundedness, SourceSplit
 __all__ = [
     "CompletedCheckpoint",
     "EnumeratorContext",
+    "EventTimeCut",
+    "EventTimeIndex",
     "PeriodicSplitEnumerator",
     "ReadMode",
     "SplitEnumerator",
@@ -349,3 +351,79 @@ class PeriodicSplitEnumerator(SplitEnumerator[SplitT, StateT], Generic[SplitT, S
     @abstractmethod
     def handle_discovered_splits(self, discovered: DiscoveryT) -> None:
         """Add the result of one discovery to the pending splits, skipping what is known."""
+
+
+@dataclass(frozen=True)
+class EventTimeCut:
+    """Where the records of one split at or after an event time begin.
+
+    Examples
+    --------
+    >>> EventTimeCut(position=120, event_time=1_700_000_060_000).event_time
+    1700000060000
+    """
+
+    position: int | None
+    """The first position at or after the split's position whose record has an event time
+    at or after the one asked for; ``None`` if no such record can be read now."""
+
+    event_time: int | None = None
+    """The event time of the record at ``position`` (milliseconds since the epoch), if the
+    answer came with it (Kafka's time index gives it); ``None`` if unknown."""
+
+
+class EventTimeIndex(ABC, Generic[SplitT]):
+    """Mixed into an enumerator whose records have an event time the driver can look up.
+
+    With it, a stream can keep its splits together in event time (``maxEventTimeDrift``,
+    see the event-time alignment guide): the framework asks where each split stands in
+    event time and where its records reach a given time, and reads no further. Event
+    times are milliseconds since the epoch; within a split they are expected to grow
+    with the position (records out of that order are read, but alignment cannot keep
+    them from being late). The source must also return True from
+    :meth:`~sources.api.Source.knows_event_time`.
+
+    Examples
+    --------
+    Numbers whose record ``n`` happened ``n`` seconds after the epoch:
+
+    >>> from enumerators import StaticSplitEnumerator
+    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> class Clocked(
+    ...     StaticSplitEnumerator[NumberSequenceSplit], EventTimeIndex[NumberSequenceSplit]
+    ... ):
+    ...     def event_times_at(self, positions):
+    ...         return {sid: at * 1000 for sid, (split, at) in positions.items()}
+    ...
+    ...     def cut_at_event_time(self, positions, event_time):
+    ...         first = -(-event_time // 1000)  # the first n with n * 1000 >= event_time
+    ...         return {
+    ...             sid: EventTimeCut(max(at, first), max(at, first) * 1000)
+    ...             for sid, (split, at) in positions.items()
+    ...         }
+    >>> split = NumberSequenceSplit(0, 0, 99)
+    >>> Clocked([]).cut_at_event_time({"0": (split, 10)}, event_time=12_500)
+    {'0': EventTimeCut(position=13, event_time=13000)}
+    """
+
+    @abstractmethod
+    def event_times_at(self, positions: Mapping[str, tuple[SplitT, int]]) -> Mapping[str, int]:
+        """The event time of the record at each split's position, by split id.
+
+        ``positions`` maps split ids to a split and a position before its readable end.
+        Called on the driver for splits whose event time the stream does not know yet
+        (a split's first batch), so it may read one record per split. Leave out a split
+        whose record cannot be read now.
+        """
+
+    @abstractmethod
+    def cut_at_event_time(
+        self, positions: Mapping[str, tuple[SplitT, int]], event_time: int
+    ) -> Mapping[str, EventTimeCut]:
+        """Per split, where its records at or after ``event_time`` begin, by split id.
+
+        The position answered is at or after the split's position in ``positions``
+        (the framework reads up to it, and no further than the split's readable end).
+        Called on the driver when each micro-batch is planned; keep it to an index
+        lookup (Kafka: offsets for a timestamp), not a scan of the data.
+        """

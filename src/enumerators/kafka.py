@@ -7,6 +7,11 @@ checkpoint, so ``latest`` means the same offset after a restart. Under
 ``spark.read`` the split also gets its ending offset; in a stream it stays open
 and every micro-batch reads it up to the offset :meth:`latest_positions` finds
 (the last stable offset under ``read_committed``).
+
+Event time is the record timestamp: the enumerator is an
+:class:`~enumerators.base.EventTimeIndex` through Kafka's time index (where a time
+begins in a partition) and one record read per partition (which time an offset
+holds, asked once when a stream aligned in event time first reads a partition).
 """
 
 from __future__ import annotations
@@ -16,9 +21,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from enumerators.base import CompletedCheckpoint, PeriodicSplitEnumerator, ReadMode
+from enumerators.base import (
+    CompletedCheckpoint,
+    EventTimeCut,
+    EventTimeIndex,
+    PeriodicSplitEnumerator,
+    ReadMode,
+)
 from enumerators.kafka_admin import KafkaAdmin, OffsetFetchRetries, TopicSelection
 from enumerators.kafka_offsets import OffsetRequest, ReadBounds
+from enumerators.kafka_timestamps import RecordTimestamps
 from sources.errors import CorruptDataError, InvalidOptionError, KafkaDataLossError
 from sources.kafka_config import KafkaClientConfig
 from sources.serialization import SimpleVersionedSerializer
@@ -35,6 +47,7 @@ log = logging.getLogger("splitsource.kafka")
 
 _EARLIEST = OffsetRequest("new partitions", default="earliest")
 _UNBOUNDED = -1
+_TIMESTAMP_READ_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
@@ -122,7 +135,8 @@ def _ranges(partitions: list[int]) -> list[list[int]]:
 
 
 class KafkaEnumerator(
-    PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumeratorState, list[KafkaPartitionSplit]]
+    PeriodicSplitEnumerator[KafkaPartitionSplit, KafkaEnumeratorState, list[KafkaPartitionSplit]],
+    EventTimeIndex[KafkaPartitionSplit],
 ):
     """Discovers the selected partitions; under ``spark.read`` every split gets its end."""
 
@@ -136,6 +150,7 @@ class KafkaEnumerator(
         self._known = set(state.known)
         self._pending = list(state.pending)
         self._admin: KafkaAdmin | None = None
+        self._timestamps: RecordTimestamps | None = None
         self._gone: set[TopicPartition] = set()
 
     def start(self) -> None:
@@ -217,8 +232,41 @@ class KafkaEnumerator(
         }
         self._started_admin().commit(self._config.group_id, offsets)
 
+    def event_times_at(
+        self, positions: Mapping[str, tuple[KafkaPartitionSplit, int]]
+    ) -> Mapping[str, int]:
+        if self._timestamps is None:
+            config = self._config
+            self._timestamps = RecordTimestamps(config.kafka, config.group_id, config.name)
+        offsets = {split.topic_partition: at for split, at in positions.values()}
+        found = self._timestamps.at(offsets, _TIMESTAMP_READ_TIMEOUT)
+        return {
+            split_id: found[split.topic_partition]
+            for split_id, (split, _) in positions.items()
+            if split.topic_partition in found
+        }
+
+    def cut_at_event_time(
+        self, positions: Mapping[str, tuple[KafkaPartitionSplit, int]], event_time: int
+    ) -> Mapping[str, EventTimeCut]:
+        partitions = [split.topic_partition for split, _ in positions.values()]
+        found = self._started_admin().offsets_for_time(partitions, event_time)
+        cuts = {}
+        for split_id, (split, at) in positions.items():
+            offset, timestamp = found.get(split.topic_partition, (-1, -1))
+            if offset < 0 or offset < at:
+                # No record at or after the time, or only records already read: a
+                # partition whose timestamps go backwards is not aligned past them.
+                cuts[split_id] = EventTimeCut(None)
+            else:
+                cuts[split_id] = EventTimeCut(offset, timestamp)
+        return cuts
+
     def close(self) -> None:
         self._admin = None
+        if self._timestamps is not None:
+            timestamps, self._timestamps = self._timestamps, None
+            timestamps.close()
 
     def _started_admin(self) -> KafkaAdmin:
         assert self._admin is not None, "start() opens the admin client"

@@ -188,7 +188,7 @@ class KafkaAdmin:
         lookups = {tp: request.lookup(tp) for tp in partitions}
         resolved = {tp: n for tp, (kind, n) in lookups.items() if kind == "offset"}
         asked = {tp: lookup for tp, lookup in lookups.items() if lookup[0] != "offset"}
-        found = self._list_offsets(asked) if asked else {}
+        found: dict[TopicPartition, int] = self._list_offsets(asked) if asked else {}
         for tp, offset in found.items():
             if offset >= 0:
                 resolved[tp] = offset
@@ -213,6 +213,18 @@ class KafkaAdmin:
             {tp: ("latest", 0) for tp in partitions}, missing_ok=not fail_on_data_loss
         )
 
+    def offsets_for_time(
+        self, partitions: Sequence[TopicPartition], event_time: int
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """Per partition, the earliest offset whose record's timestamp is at or after
+        ``event_time`` (ms), with that timestamp; ``(-1, -1)`` where no record is. A
+        deleted partition is left out."""
+        return self._list_offsets(
+            {tp: ("timestamp", event_time) for tp in partitions},
+            missing_ok=True,
+            answer=lambda info: (int(info.offset), int(info.timestamp)),
+        )
+
     def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Commit ``offsets`` to consumer group ``group`` for lag monitoring."""
         request = ConsumerGroupTopicPartitions(
@@ -228,18 +240,21 @@ class KafkaAdmin:
         self._call(f"commit offsets to consumer group {group}", alter)
 
     def _list_offsets(
-        self, lookups: Mapping[TopicPartition, Lookup], missing_ok: bool = False
-    ) -> dict[TopicPartition, int]:
+        self,
+        lookups: Mapping[TopicPartition, Lookup],
+        missing_ok: bool = False,
+        answer: Callable[[Any], T] = lambda info: info.offset,
+    ) -> dict[TopicPartition, T]:
         specs = {KafkaTopicPartition(t, p): _spec(lookup) for (t, p), lookup in lookups.items()}
 
-        def query() -> dict[TopicPartition, int]:
+        def query() -> dict[TopicPartition, T]:
             futures = self._client.list_offsets(
                 specs, isolation_level=self._isolation, request_timeout=_REQUEST_TIMEOUT
             )
             found, unknown = {}, []
             for tp, future in futures.items():
                 try:
-                    found[(tp.topic, tp.partition)] = future.result().offset
+                    found[(tp.topic, tp.partition)] = answer(future.result())
                 except KafkaException as error:
                     if _code(error) not in _UNKNOWN_PARTITION:
                         raise

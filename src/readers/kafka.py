@@ -139,18 +139,8 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
     def _consumer_for(self, split: KafkaPartitionSplit) -> Consumer:
         if self._consumer is None:
             kafka = self._config.kafka
-            settings = kafka.client(
-                **{
-                    "group.id": self._config.group_id,
-                    "enable.auto.commit": False,
-                    "enable.auto.offset.store": False,
-                    "enable.partition.eof": True,
-                    "auto.offset.reset": "error",
-                    "isolation.level": kafka.get("isolation.level", "read_uncommitted"),
-                }
-            )
             try:
-                self._consumer = Consumer({**_TUNING, **settings})
+                self._consumer = Consumer({**_TUNING, **kafka.consumer(self._config.group_id)})
             except KafkaException as error:
                 raise KafkaConnectionError(
                     f"{self._name} could not create a consumer for "

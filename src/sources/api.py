@@ -256,6 +256,15 @@ class Source(ABC, Generic[SplitT, StateT]):
         """
         return self.positions_count_records
 
+    def knows_event_time(self) -> bool:
+        """Whether a stream of this source can be aligned in event time. Driver only.
+
+        True if the enumerators this source creates implement
+        :class:`~enumerators.base.EventTimeIndex`; ``maxEventTimeDrift`` on a source
+        that answers False fails at ``load()``. The default is False.
+        """
+        return False
+
     def push_filters(
         self, filters: Sequence[Filter], schema: pa.Schema
     ) -> tuple[Self, Sequence[Filter]]:

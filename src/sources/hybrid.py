@@ -63,6 +63,8 @@ FRAMEWORK_OPTIONS = (
     "maxBytesPerTrigger",
     "minRecordsPerTrigger",
     "maxTriggerDelay",
+    "maxEventTimeDrift",
+    "eventTimeIdleTimeout",
     "discoveryInterval",
     "stateLocation",
     "stateStorageOptions",

@@ -300,6 +300,10 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
     def schema(self) -> str:
         return f"{SCHEMA}, {HEADERS}" if self.config.include_headers else SCHEMA
 
+    def knows_event_time(self) -> bool:
+        """Yes: a record's event time is its ``timestamp``."""
+        return True
+
     def push_filters(
         self, filters: Sequence[Filter], schema: pa.Schema
     ) -> tuple[KafkaSource, Sequence[Filter]]:

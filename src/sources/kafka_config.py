@@ -67,6 +67,20 @@ class KafkaClientConfig(Mapping[str, str]):
         """A confluent-kafka configuration: these settings with ``overrides`` on top."""
         return {**self._values, **overrides}
 
+    def consumer(self, group_id: str) -> dict[str, Any]:
+        """A consumer's configuration: these settings, for a consumer that is assigned
+        offsets, never joins or commits to ``group_id``, and reports each partition's end."""
+        return self.client(
+            **{
+                "group.id": group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "error",
+                "isolation.level": self.get("isolation.level", "read_uncommitted"),
+            }
+        )
+
     def __getitem__(self, key: str) -> str:
         return self._values[key]
 

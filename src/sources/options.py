@@ -40,10 +40,23 @@ _SIZE_UNITS = MappingProxyType(
     {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 )
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNIT_NAMES = {
+    0.001: ("ms", "millisecond", "milliseconds"),
+    1.0: ("s", "sec", "secs", "second", "seconds"),
+    60.0: ("m", "min", "mins", "minute", "minutes"),
+    3600.0: ("h", "hour", "hours"),
+    86400.0: ("d", "day", "days"),
+}
 _DURATION_UNITS = MappingProxyType(
-    {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+    {name: seconds for seconds, names in _UNIT_NAMES.items() for name in names}
 )
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|m|h|d)?\s*$", re.IGNORECASE)
+"""Units of a duration: short ones, and Spark's interval words (``1 minute``)."""
+_DURATION = re.compile(
+    r"^\s*(\d+(?:\.\d+)?)\s*("
+    + "|".join(sorted(_DURATION_UNITS, key=len, reverse=True))
+    + r")?\s*$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -223,12 +236,15 @@ class Option:
 
     @classmethod
     def duration(cls, name: str, doc: str, default: Any = _REQUIRED) -> Option:
-        """A duration (``500ms``, ``30s``, ``5m``, ``1h``, ``7d`` or bare seconds) in seconds.
+        """A duration (``500ms``, ``30s``, ``5m``, ``1 minute``, ``1h``, ``7d`` or bare
+        seconds) in seconds.
 
         Examples
         --------
         >>> Option.duration("pollInterval", "how often to poll", default=1.0).parse("500ms")
         0.5
+        >>> Option.duration("delay", "how long to wait", default=None).parse("2 minutes")
+        120.0
         """
 
         def parse(text: str) -> float:

@@ -16,10 +16,10 @@ completed by the final ``latestOffset`` that finds no more data, and the last
 batch of a stopped query by the first call of the next run. A batch that
 failed is never passed as a start, so its side effects never run.
 
-The coordinator only orchestrates; admission (:mod:`.admission`), the
-AvailableNow target (:mod:`.available_now`), where the state lives
-(:mod:`.state_spill`) and the graceful stop (:mod:`.graceful_stop`) are
-objects of their own.
+The coordinator only orchestrates; admission (:mod:`.admission`), event-time
+alignment (:mod:`.alignment`), the AvailableNow target (:mod:`.available_now`),
+where the state lives (:mod:`.state_spill`) and the graceful stop
+(:mod:`.graceful_stop`) are objects of their own.
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ from typing import Any
 from enumerators.base import (
     CompletedCheckpoint,
     EnumeratorContext,
+    EventTimeIndex,
     PeriodicSplitEnumerator,
     ReadMode,
     SplitEnumerator,
 )
 from enumerators.runtime.admission import Admission, AdmissionLimits
+from enumerators.runtime.alignment import AlignedCut, AlignmentSettings, EventTimeAlignment
 from enumerators.runtime.available_now import AvailableNowTarget
 from enumerators.runtime.discovery import PeriodicDiscovery
 from enumerators.runtime.graceful_stop import GracefulStop
@@ -80,10 +82,12 @@ class StreamCoordinator:
         discovery_interval: float = 10.0,
         inline_state_limit: int = INLINE_STATE_LIMIT,
         inline_splits_limit: int = INLINE_SPLITS_LIMIT,
+        alignment: AlignmentSettings | None = None,
     ) -> None:
         self._source = source
         self._name = source.format_name()
         self._admission = Admission(limits)
+        self._alignment = EventTimeAlignment(alignment) if alignment is not None else None
         self._spill = StateSpill(
             self._name,
             source.enumerator_state_serializer(),
@@ -156,31 +160,77 @@ class StreamCoordinator:
             )
         ends = self._readable_ends(enumerator, entries)
         self._replace_rewound(enumerator, entries, ends)
-        backlogs = {sid: max(0, ends[sid] - entry.position) for sid, entry in entries.items()}
+        aligned = self._aligned(enumerator, entries, ends, start, limited)
+        reachable = ends if aligned is None else aligned.ends
+        backlogs = {sid: max(0, reachable[sid] - e.position) for sid, e in entries.items()}
 
         counted = all(self._source.split_counts_records(e.split) for e in entries.values())
         waits = limited and self._mode is ReadMode.STREAM
         if waits and self._admission.waits_for_more(new, backlogs):
             enumerator.add_splits_back(new)
-            self._report_on(enumerator, entries, ends, {}, counted)
+            self._report_on(enumerator, entries, ends, {}, counted, aligned)
             return start_json
-        grants = self._admission.grants(backlogs, limited, counted)
+        if aligned is not None and aligned.fits_budget:
+            grants = backlogs  # the cut already keeps the batch within its record budget
+        else:
+            grants = self._admission.grants(backlogs, limited, counted)
         if not new and not any(grants.values()):
-            self._report_on(enumerator, entries, ends, {}, counted)
+            self._report_on(enumerator, entries, ends, {}, counted, aligned)
             return start_json
         if any(grants.values()):
             self._data_planned_at = time.monotonic()
 
         epoch = start.epoch + 1
+        reached = {sid: entry.position + grants[sid] for sid, entry in entries.items()}
+        times = {} if aligned is None else aligned.next_times(self._positions(entries), reached)
         splits = {
-            sid: SplitProgress(entry.framed, entry.position + grants[sid])
+            sid: SplitProgress(entry.framed, reached[sid], times.get(sid))
             for sid, entry in entries.items()
         }
         end_json = self._spill.offset(epoch, splits, enumerator.snapshot_state(epoch)).to_json()
         self._enumerator_at = end_json
         self._admission.batch_planned()
-        self._report_on(enumerator, entries, ends, grants, counted)
+        self._report_on(enumerator, entries, ends, grants, counted, aligned)
         return end_json
+
+    def _aligned(
+        self,
+        enumerator: SplitEnumerator[Any, Any],
+        entries: Mapping[str, _Active],
+        ends: Mapping[str, int],
+        start: StreamOffset,
+        limited: bool,
+    ) -> AlignedCut | None:
+        """The batch's ends cut in event time, if the stream is aligned; a batch that must
+        read everything available (``Trigger.Once``) is not cut."""
+        if self._alignment is None or not limited:
+            return None
+        if not isinstance(enumerator, EventTimeIndex):
+            raise SplitSourceError(
+                f"{self._name} says it knows event time (knows_event_time), but its "
+                f"enumerator {type(enumerator).__name__} is no EventTimeIndex; implement "
+                "event_times_at and cut_at_event_time, or drop maxEventTimeDrift"
+            )
+        known = {
+            sid: progress.event_time
+            for sid, progress in start.splits.items()
+            if progress.event_time is not None
+            and sid in entries
+            and entries[sid].framed == progress.split
+            and entries[sid].position == progress.position
+        }
+        return self._alignment.cut(
+            enumerator,
+            {sid: (entry.split, entry.position) for sid, entry in entries.items()},
+            ends,
+            known,
+            caught_up_splits_hold=self._mode is ReadMode.STREAM,
+            budget=self._admission.limits.max_records,
+        )
+
+    @staticmethod
+    def _positions(entries: Mapping[str, _Active]) -> dict[str, int]:
+        return {sid: entry.position for sid, entry in entries.items()}
 
     def _report_on(
         self,
@@ -189,15 +239,21 @@ class StreamCoordinator:
         ends: Mapping[str, int],
         grants: Mapping[str, int],
         counts_records: bool,
+        aligned: AlignedCut | None,
     ) -> None:
         """Keep what :meth:`report` gives for the planning call that just ended."""
+        reached = {sid: entry.position + grants.get(sid, 0) for sid, entry in entries.items()}
         self._report = SourceReport(
             source=self._name,
             latest=dict(ends),
-            reached={sid: entry.position + grants.get(sid, 0) for sid, entry in entries.items()},
+            reached=reached,
             counts_records=counts_records,
             pending=dict(enumerator.pending()),
             idle_ms=int((time.monotonic() - self._data_planned_at) * 1000),
+            event_times={}
+            if aligned is None
+            else aligned.next_times(self._positions(entries), reached),
+            alignment={} if aligned is None else aligned.figures(),
         )
 
     def _check_not_in_flight(

@@ -1,9 +1,10 @@
 """Stream offsets: the enumerator's checkpoint, in the JSON dict Spark logs.
 
-Version 2 of the layout, keys in sorted order so that equal offsets are equal
+Version 3 of the layout, keys in sorted order so that equal offsets are equal
 strings (Spark compares them as JSON)::
 
     {"epoch": 7,
+     "eventTimes": {"<split id>": 1767261600000, ...},
      "positions": {"<split id>": 120, ...},
      "splits": {"<split id>": "<base64 framed split>", ...},
      "state": {"inline": "<base64 framed enumerator state>"} | {"ref": "<state store key>"},
@@ -17,10 +18,14 @@ or, when the splits in flight would make the offset large (see
 checkpoint id the enumerator sees. ``positions`` holds every split that is being
 read, with the position reading has reached, and ``splits`` the split itself; a
 split read to its end stays in the offset that finished it and is dropped from
-the next one. ``state`` is the enumerator's own state: inline while small, else
-by reference into the state store. Every split and state is in the versioned
-frame of :mod:`sources.serialization`. Version 1 offsets (``"splits": {"<split
-id>": {"position": 120, "split": "<base64>"}}``) are still read.
+the next one. ``eventTimes`` appears in a stream aligned in event time
+(:mod:`~enumerators.runtime.alignment`): the event time, in milliseconds since
+the epoch, at which each split it lists stands. ``state`` is the enumerator's
+own state: inline while small, else by reference into the state store. Every
+split and state is in the versioned frame of :mod:`sources.serialization`.
+Version 2 (the same without ``eventTimes``) and version 1 offsets
+(``"splits": {"<split id>": {"position": 120, "split": "<base64>"}}``) are still
+read.
 """
 
 from __future__ import annotations
@@ -41,15 +46,17 @@ __all__ = [
     "splits_to_json",
 ]
 
-OFFSET_VERSION = 2
+OFFSET_VERSION = 3
 
 
 @dataclass(frozen=True)
 class SplitProgress:
-    """One split of an offset: its framed bytes and the position reached."""
+    """One split of an offset: its framed bytes, the position reached and, in a stream
+    aligned in event time, the event time the split stands at."""
 
     split: bytes
     position: int
+    event_time: int | None = None
 
 
 @dataclass(frozen=True)
@@ -117,9 +124,12 @@ class StreamOffset:
 
 
 def splits_to_json(splits: Mapping[str, SplitProgress]) -> dict[str, Any]:
-    """``positions`` and ``splits`` of a version 2 offset (also what a split artifact holds)."""
+    """``positions``, ``splits`` and ``eventTimes`` (if any split has one) of an offset;
+    also what a split artifact holds."""
     ids = sorted(splits)
+    times = {sid: splits[sid].event_time for sid in ids if splits[sid].event_time is not None}
     return {
+        **({"eventTimes": times} if times else {}),
         "positions": {split_id: splits[split_id].position for split_id in ids},
         "splits": {split_id: _b64(splits[split_id].split) for split_id in ids},
     }
@@ -129,10 +139,15 @@ def splits_from_json(data: Mapping[str, Any]) -> dict[str, SplitProgress]:
     """The inverse of :func:`splits_to_json`; raises what :meth:`StreamOffset.from_json`
     turns into ``CorruptDataError``."""
     positions, framed = data["positions"], data["splits"]
-    if set(positions) != set(framed):
-        raise ValueError("positions and splits name different splits")
+    times = data.get("eventTimes", {})
+    if set(positions) != set(framed) or not set(times) <= set(positions):
+        raise ValueError("positions, splits and eventTimes name different splits")
     return {
-        str(split_id): SplitProgress(_unb64(framed[split_id]), _integer(position, "position"))
+        str(split_id): SplitProgress(
+            _unb64(framed[split_id]),
+            _integer(position, "position"),
+            _integer(times[split_id], "event time") if split_id in times else None,
+        )
         for split_id, position in positions.items()
     }
 

@@ -17,6 +17,10 @@ whose positions count records. ``pendingRecords`` is their sum plus what the
 enumerator reports as pending; the enumerator's other figures
 (:meth:`~enumerators.base.SplitEnumerator.pending`) are added as they are.
 ``sourceIdleTime`` is the milliseconds since the last batch that read data.
+A stream aligned in event time adds the figures of its cut
+(:meth:`~enumerators.runtime.alignment.AlignedCut.figures`: ``eventTimeFloor``,
+``eventTimeCut``, ``eventTimeLag``, ``splitsAheadInEventTime``, ``idleSplits``) and
+``eventTimes``, where each split stands in event time after the batch.
 A batch of more than ``LISTED_SPLITS`` splits leaves ``latest`` and
 ``offsetsBehindLatest`` empty (``activeSplits`` still counts them): Spark keeps
 the last hundred progresses in memory and hands each to every listener.
@@ -25,7 +29,7 @@ the last hundred progresses in memory and hands each to every listener.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["LISTED_SPLITS", "REPORT_VERSION", "SourceReport"]
@@ -46,6 +50,11 @@ class SourceReport:
     counts_records: bool
     pending: Mapping[str, int]
     idle_ms: int
+    event_times: Mapping[str, int] = field(default_factory=dict)
+    """Where each split stands in event time, in a stream aligned in event time."""
+    alignment: Mapping[str, Any] = field(default_factory=dict)
+    """The figures of the batch's event-time cut
+    (:meth:`~enumerators.runtime.alignment.AlignedCut.figures`)."""
 
     def metrics(self) -> dict[str, Any]:
         """The figures under ``metrics``."""
@@ -66,6 +75,9 @@ class SourceReport:
         figures.update({name: value for name, value in self.pending.items() if name not in figures})
         figures["activeSplits"] = len(self.latest)
         figures["sourceIdleTime"] = self.idle_ms
+        if self.alignment:
+            figures.update(self.alignment)
+            figures["eventTimes"] = self._listed(dict(sorted(self.event_times.items())))
         return figures
 
     def _listed(self, per_split: dict[str, int]) -> dict[str, int]:

@@ -36,7 +36,8 @@ INLINE_STATE_LIMIT = 8 << 10
 """Framed enumerator state up to this size lives in the offset; larger goes to the state store."""
 INLINE_SPLITS_LIMIT = 32 << 10
 """Splits in flight whose JSON would take more bytes than this go to the state store."""
-_SPLITS_ARTIFACT_VERSION = 1
+_SPLITS_ARTIFACT_VERSION = 2
+"""Version 2 may hold ``eventTimes`` beside ``positions`` and ``splits``; 1 never does."""
 _RESOLVED_KEPT = 4
 
 

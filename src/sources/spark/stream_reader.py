@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from enumerators.runtime.admission import AdmissionLimits, RecordSharing
+from enumerators.runtime.alignment import AlignmentSettings
 from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.state_store import StateStore
 from sources.api import Source
@@ -39,6 +40,7 @@ __all__ = [
     "RefusedStreamReader",
     "SplitSourceStreamReader",
     "admission_limits",
+    "alignment_settings",
     "check_stream_options",
     "stream_options_of",
 ]
@@ -86,6 +88,25 @@ STREAM_OPTIONS: tuple[Option, ...] = (
         shown="`15m`",
     ),
     Option.duration(
+        "maxEventTimeDrift",
+        "align splits in event time: read no record this far past the slowest split",
+        default=None,
+    ).listed(
+        "keep splits together in event time: each micro-batch reads no record this far or "
+        "further past the slowest split's event time (a duration such as `1 minute`; at "
+        "most the watermark delay, so that a catch-up drops nothing as late); for sources "
+        "that know event time (Kafka); see docs/event-time.md"
+    ),
+    Option.duration(
+        "eventTimeIdleTimeout",
+        "how long a split with nothing to read holds the others back in event time",
+        default=60.0,
+    ).listed(
+        "how long a split that has read all it could still holds the others back under "
+        "`maxEventTimeDrift` (a duration)",
+        shown="`1m`",
+    ),
+    Option.duration(
         "discoveryInterval", "time between two discoveries of new splits", default=10.0
     ).listed(
         "time between two discoveries of new splits by a periodic enumerator (a duration)",
@@ -124,8 +145,10 @@ def stream_options_of(source_class: type[Source[Any, Any]]) -> tuple[Option, ...
 
 
 def check_stream_options(source: Source[Any, Any], options: Options) -> None:
-    """Refuse record limits for a source whose positions do not count records, and two
-    record limits that share the budget by different rules."""
+    """Refuse record limits for a source whose positions do not count records, two
+    record limits that share the budget by different rules, and event-time alignment
+    for a source that does not know event time."""
+    _check_alignment(source, options)
     limit = source.proportional_record_limit
     spark_name = None if limit is None else limit.name
     fair = options["maxRecordsPerTrigger"]
@@ -147,6 +170,36 @@ def check_stream_options(source: Source[Any, Any], options: Options) -> None:
                 "cannot be applied because this source does not know how many records a "
                 "split holds before reading it; use maxSplitsPerTrigger or maxBytesPerTrigger",
             )
+
+
+def _check_alignment(source: Source[Any, Any], options: Options) -> None:
+    drift = options["maxEventTimeDrift"]
+    if drift is None:
+        return
+    if not source.knows_event_time():
+        raise InvalidOptionError(
+            source.format_name(),
+            "maxEventTimeDrift",
+            "cannot be applied because this source does not know the event time of its "
+            "records; drop the option, or read a source that does (splitsource.kafka: the "
+            "record timestamp)",
+        )
+    if drift < 0.001:
+        raise InvalidOptionError(
+            source.format_name(),
+            "maxEventTimeDrift",
+            "must be a positive duration such as 1 minute (at most the watermark delay of "
+            "withWatermark, so that no record is dropped as late)",
+        )
+
+
+def alignment_settings(options: Options) -> AlignmentSettings | None:
+    """What ``maxEventTimeDrift`` and ``eventTimeIdleTimeout`` ask for; ``None`` when the
+    stream is not aligned in event time."""
+    drift = options["maxEventTimeDrift"]
+    if drift is None:
+        return None
+    return AlignmentSettings(round(drift * 1000), options["eventTimeIdleTimeout"])
 
 
 def admission_limits(options: Options, proportional: Option | None = None) -> AdmissionLimits:
@@ -202,7 +255,11 @@ class SplitSourceStreamReader(
                 storage = self.source.storage_options_for(location) if given is None else given
                 store = StateStore(location, storage)
             self._coordinator = StreamCoordinator(
-                self.source, self.limits, store, self.options["discoveryInterval"]
+                self.source,
+                self.limits,
+                store,
+                self.options["discoveryInterval"],
+                alignment=alignment_settings(self.options),
             )
         return self._coordinator
 
