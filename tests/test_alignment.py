@@ -22,9 +22,15 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.static import StaticSplitEnumerator
 from helpers.driving import logged
 from helpers.watermark import late_records
+from sources.api import Source
+from sources.errors import InvalidOptionError
+from sources.kafka import KafkaSource
 from sources.numbers import NumberSequenceSource
+from sources.spark.datasource import data_source_for
+from sources.spark.stream_reader import alignment_settings
 from sources.split import SourceSplit
 from sources.splits.numbers import NumberSequenceSplit
+from sources.testing.planning import stream_reader
 
 T0 = 1_767_261_600_000
 """2026-01-01 10:00 UTC, in ms: every split's first record."""
@@ -230,3 +236,35 @@ def test_a_split_with_nothing_to_read_holds_the_others_until_it_is_idle(
     assert (cut.ends["0"] > 10) is split_0_reads
     assert cut.waiting == (frozenset() if split_0_reads else {"0"})
     assert cut.idle == ({"1"} if split_0_reads else frozenset())
+
+
+KAFKA = {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "events"}
+
+
+def load_error(source: type[Source[Any, Any]], given: dict[str, str]) -> str:
+    with pytest.raises(InvalidOptionError) as caught:
+        data_source_for(source)(given)
+    return str(caught.value)
+
+
+def test_a_source_that_does_not_know_event_time_refuses_the_drift_at_load() -> None:
+    message = load_error(NumberSequenceSource, {"to": "9", "maxEventTimeDrift": "1 minute"})
+
+    assert "splitsource.numbers" in message and "'maxEventTimeDrift'" in message
+    assert "does not know the event time" in message
+
+
+@pytest.mark.parametrize(("drift", "says"), [("0s", "positive duration"), ("soon", "1 minute")])
+def test_a_drift_that_is_no_positive_duration_fails_at_load(drift: str, says: str) -> None:
+    message = load_error(KafkaSource, {**KAFKA, "maxEventTimeDrift": drift})
+
+    assert "'maxEventTimeDrift'" in message and says in message
+
+
+def test_kafka_streams_are_aligned_with_the_drift_and_idle_timeout_given() -> None:
+    reader = stream_reader(
+        KafkaSource, {**KAFKA, "maxEventTimeDrift": "1 minute", "eventTimeIdleTimeout": "5s"}
+    )
+
+    assert alignment_settings(reader.options) == AlignmentSettings(60_000, 5.0)
+    assert alignment_settings(stream_reader(KafkaSource, KAFKA).options) is None

@@ -250,7 +250,9 @@ class Option:
         def parse(text: str) -> float:
             match = _DURATION.match(text)
             if not match:
-                raise ValueError(f"expected a duration such as 500ms, 30s, 5m or 7d, got '{text}'")
+                raise ValueError(
+                    f"expected a duration such as 500ms, 30s, 5m, 1 minute or 7d, got '{text}'"
+                )
             return float(match.group(1)) * _DURATION_UNITS[(match.group(2) or "s").lower()]
 
         return cls(name, parse, doc, default)
