@@ -85,8 +85,9 @@ class S3FileWorkload(FileWorkload):
 
 @dataclass(frozen=True)
 class KafkaWorkload(Workload):
-    """Numbers as Kafka records in four partitions: half there at the start, more after each
-    kill. ``broker`` and ``topic`` are set by the test."""
+    """Numbers as Kafka records in four partitions (``n % 4``), number ``n`` at event time
+    ``n * 20`` ms after the first feed's hour-old start: half there at the start, more
+    after each kill. ``broker`` and ``topic`` are set by the test."""
 
     broker: Any = None
     topic: str = ""
@@ -94,10 +95,19 @@ class KafkaWorkload(Workload):
     def feed(self, directory: Path, run: int) -> None:
         total = self.last + 1
         upto = min(total, total // 2 + run * (total // 2 // self.kills + 1))
-        produced = directory / "produced"
+        produced, began = directory / "produced", directory / "began"
+        if not began.exists():
+            began.write_text(str((int(time.time()) - 3600) * 1000))
         start = int(produced.read_text()) if produced.exists() else 0
+        base = int(began.read_text())
         if upto > start:
-            self.broker.produce(self.topic, [str(n) for n in range(start, upto)])
+            self.broker.produce(
+                self.topic,
+                [
+                    {"value": str(n), "partition": n % 4, "timestamp": base + n * 20}
+                    for n in range(start, upto)
+                ],
+            )
             produced.write_text(str(upto))
 
 
@@ -134,12 +144,22 @@ S3_FILES = S3FileWorkload(
 
 KAFKA = KafkaWorkload(
     "kafka",
-    {"startingOffsets": "earliest", "maxOffsetsPerTrigger": 5_000, "discoveryInterval": "1s"},
+    {
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": 5_000,
+        "discoveryInterval": "1s",
+        # Aligned in event time: each batch cuts every partition at one time, which a
+        # restart must replay from the logged offsets alone.
+        "maxEventTimeDrift": "1 minute",
+        "eventTimeIdleTimeout": "2s",
+    },
     last=149_999,
-    batches=30,  # of 5,000 records
+    batches=30,  # of up to 5,000 records
     kills=5,
     min_mid_batch=1,
-    extra_batches=7,  # each run may end on a short batch, and the first one may be empty
+    # Each run may end on a short batch, the first one may be empty, and a cut in event
+    # time reads a little less than the 5,000 records a batch may.
+    extra_batches=9,
     select=("CAST(CAST(value AS STRING) AS BIGINT) AS value",),
 )
 
@@ -278,6 +298,8 @@ def test_driver_sigkill_at_random_moments_loses_and_duplicates_nothing(
     assert mid_batch >= workload.min_mid_batch, summary
     most = workload.batches - 1 + workload.extra_batches
     assert workload.batches - 1 <= last_batch(commits) <= most, "replays must not add batches"
+    if isinstance(workload, KafkaWorkload):  # aligned: each offset says where partitions stood
+        assert '"eventTimes"' in (offsets / str(last_batch(offsets))).read_text()
 
     assert_every_number_once(request.getfixturevalue("spark"), output, workload.last)
 
