@@ -345,3 +345,43 @@ def test_python_worker_killed_mid_read_is_retried_exactly_once(
     assert "Python worker exited unexpectedly" in job.output(), job.tail()
     assert report["batches"] == [0, 1], report
     assert_every_number_once(request.getfixturevalue("spark"), tmp_path / "output", last)
+
+
+def test_a_driver_killed_mid_batch_replays_splits_kept_in_the_state_store(
+    tmp_path: Path, jobs: list[Job], request: pytest.FixtureRequest
+) -> None:
+    """600 splits in flight make the offset keep them in the state store (a reference in
+    the offset); the driver dies after logging batch 0, and the restart replays it from
+    the store."""
+    last = 59_999
+    marker, checkpoint = tmp_path / "killed", tmp_path / "checkpoint"
+    settings: dict[str, Any] = {
+        "checkpoint": str(checkpoint),
+        "output": str(tmp_path / "output"),
+        "format": "killonce",
+        "trigger": "availableNow",
+        "options": {
+            "to": last,
+            "splits": 600,
+            "maxRecordsPerTrigger": 30_000,  # 50 numbers of each split per batch
+            "numPartitions": 2,
+            "stateLocation": str(tmp_path / "state"),
+            "killMarker": str(marker),
+            "killDriver": "true",
+        },
+    }
+    killed = Job.start(settings, tmp_path / "killed.log")
+    jobs.append(killed)
+    assert killed.wait(FINAL_TIMEOUT) != 0, killed.tail()
+    assert marker.exists(), "no reader killed the driver"
+    logged = (checkpoint / "offsets" / "0").read_text()
+    assert last_batch(checkpoint / "commits") == -1, "the kill came after the commit"
+    assert '"splitsRef"' in logged and '"splitCount":600' in logged.replace(" ", "")
+
+    restarted = Job.start(settings, tmp_path / "restarted.log")
+    jobs.append(restarted)
+    assert restarted.wait(FINAL_TIMEOUT) == 0, restarted.tail()
+    report = restarted.done()
+    assert report is not None, restarted.tail()
+    assert (checkpoint / "offsets" / "0").read_text() == logged  # replayed, not re-planned
+    assert_every_number_once(request.getfixturevalue("spark"), tmp_path / "output", last)

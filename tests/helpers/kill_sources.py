@@ -4,10 +4,13 @@
 ``splitsource.killoncekafka`` like ``splitsource.kafka``, each with one more
 option, ``killMarker`` (a file path). The first split reader to reach its
 second fetch while the marker file does not exist creates it and SIGKILLs the
-Python worker it runs in, or with ``killExecutor=true`` the executor JVM above
-that worker (on a cluster: the whole executor is lost). Spark must retry the
-task, and the retry must read exactly the same range, so the sink still holds
-every record exactly once.
+Python worker it runs in, or with ``killExecutor=true`` (Kafka) the executor JVM
+above that worker (on a cluster: the whole executor is lost), or with
+``killDriver=true`` (numbers, local mode) the driver: its JVM and the Python
+program that started it, after the batch's offset is logged and before its
+commit. Spark must retry the task (or the restarted query the batch), and the
+retry must read exactly the same range, so the sink still holds every record
+exactly once.
 """
 
 from __future__ import annotations
@@ -34,27 +37,42 @@ KILL_MARKER = Option.string("killMarker", "file created by the reader that kills
 KILL_EXECUTOR = Option.boolean(
     "killExecutor", "kill the executor JVM instead of the Python worker", default=False
 )
+KILL_DRIVER = Option.boolean(
+    "killDriver", "local mode: kill the driver (its Python and its JVM) instead", default=False
+)
 _EXECUTOR_MAIN = b"CoarseGrainedExecutorBackend"
+_DRIVER_MAIN = b"org.apache.spark.deploy.SparkSubmit"
 
 
-def executor_jvm() -> int:
-    """The pid of the executor JVM this Python worker runs under."""
+def jvm_above(main_class: bytes) -> int:
+    """The pid of the JVM running ``main_class`` that this Python worker runs under."""
     pid: int | None = os.getpid()
     while pid is not None and pid > 1:
-        if _EXECUTOR_MAIN in Path(f"/proc/{pid}/cmdline").read_bytes():
+        if main_class in Path(f"/proc/{pid}/cmdline").read_bytes():
             return pid
         pid = parent_of(pid)
-    raise RuntimeError("killExecutor: this Python worker does not run under an executor JVM")
+    raise RuntimeError(f"this Python worker does not run under a JVM of {main_class.decode()}")
+
+
+def victims(kill: str) -> list[int]:
+    """The processes to SIGKILL: the ``worker``, its ``executor`` JVM, or the ``driver``
+    (local mode: the JVM the worker runs under, and the Python program that started it)."""
+    if kill == "executor":
+        return [jvm_above(_EXECUTOR_MAIN)]
+    if kill == "driver":
+        jvm = jvm_above(_DRIVER_MAIN)
+        return [pid for pid in (parent_of(jvm), jvm) if pid is not None]
+    return [os.getpid()]
 
 
 class KillOnceReader(ForwardingReader):
     """Reads with ``inner``; the first reader to finish its 2nd fetch with records kills its
     own process."""
 
-    def __init__(self, inner: SplitReader[Any], marker: str, kill_executor: bool) -> None:
+    def __init__(self, inner: SplitReader[Any], marker: str, kill: str = "worker") -> None:
         super().__init__(inner)
         self._marker = marker
-        self._kill_executor = kill_executor
+        self._kill = kill
         self._fetches = 0
 
     def fetch(self, timeout: float) -> RecordsBySplit:
@@ -65,27 +83,33 @@ class KillOnceReader(ForwardingReader):
             # Let the task thread hand the first fetch's rows to Spark, so that
             # the failed attempt has written part of its range when it dies.
             time.sleep(0.5)
-            os.kill(executor_jvm() if self._kill_executor else os.getpid(), signal.SIGKILL)
+            for pid in victims(self._kill):
+                os.kill(pid, signal.SIGKILL)
         return fetched
 
 
 class KillOnceSource(NumberSequenceSource):
-    """``splitsource.numbers`` plus ``killMarker``: one reader SIGKILLs its worker once."""
+    """``splitsource.numbers`` plus ``killMarker``: one reader SIGKILLs its worker (or with
+    ``killDriver``, in local mode, the driver) once."""
 
     name = "killonce"
-    options: ClassVar = (*NumberSequenceSource.options, KILL_MARKER)
+    options: ClassVar = (*NumberSequenceSource.options, KILL_MARKER, KILL_DRIVER)
 
-    def __init__(self, start: int, end: int, splits: int = 1, kill_marker: str = "") -> None:
+    def __init__(
+        self, start: int, end: int, splits: int = 1, kill_marker: str = "", kill: str = "worker"
+    ) -> None:
         super().__init__(start, end, splits)
         self.kill_marker = kill_marker
+        self.kill = kill
 
     @classmethod
     def from_options(cls, options: Options) -> KillOnceSource:
         numbers = NumberSequenceSource.from_options(options)
-        return cls(numbers.start, numbers.end, numbers.splits, options["killMarker"])
+        kill = "driver" if options["killDriver"] else "worker"
+        return cls(numbers.start, numbers.end, numbers.splits, options["killMarker"], kill)
 
     def create_reader(self, schema: pa.Schema) -> KillOnceReader:
-        return KillOnceReader(NumberSequenceSplitReader(), self.kill_marker, kill_executor=False)
+        return KillOnceReader(NumberSequenceSplitReader(), self.kill_marker, self.kill)
 
 
 class KillOnceKafkaSource(KafkaSource):
@@ -95,14 +119,14 @@ class KillOnceKafkaSource(KafkaSource):
     name = "killoncekafka"
     options: ClassVar = (*KafkaSource.options, KILL_MARKER, KILL_EXECUTOR)
     kill_marker: str = ""
-    kill_executor: bool = False
+    kill: str = "worker"
 
     @classmethod
     def from_options(cls, options: Options) -> KillOnceKafkaSource:
         source = super().from_options(options)
         source.kill_marker = options["killMarker"]
-        source.kill_executor = options["killExecutor"]
+        source.kill = "executor" if options["killExecutor"] else "worker"
         return source
 
     def create_reader(self, schema: pa.Schema) -> KillOnceReader:
-        return KillOnceReader(super().create_reader(schema), self.kill_marker, self.kill_executor)
+        return KillOnceReader(super().create_reader(schema), self.kill_marker, self.kill)
