@@ -201,9 +201,10 @@ class StreamCoordinator:
         start: StreamOffset,
         limited: bool,
     ) -> AlignedCut | None:
-        """The batch's ends cut in event time, if the stream is aligned; a batch that must
-        read everything available (``Trigger.Once``) is not cut."""
-        if self._alignment is None or not limited:
+        """The batch's ends cut in event time, if the stream is aligned; a batch without a
+        record budget (``limited`` False, or no record limit given) reads everything
+        below the cut that caught-up splits allow."""
+        if self._alignment is None:
             return None
         if not isinstance(enumerator, EventTimeIndex):
             raise SplitSourceError(
@@ -225,7 +226,7 @@ class StreamCoordinator:
             ends,
             known,
             caught_up_splits_hold=self._mode is ReadMode.STREAM,
-            budget=self._admission.limits.max_records,
+            budget=self._admission.limits.max_records if limited else None,
         )
 
     @staticmethod
