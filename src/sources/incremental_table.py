@@ -145,19 +145,22 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
 
         Examples
         --------
-        >>> import sqlite3
-        >>> class Clicks(IncrementalTableSource):
-        ...     def event_time_at(self, connection, key):
-        ...         row = connection.execute(
-        ...             "SELECT at_ms FROM clicks WHERE id >= ? AND at_ms IS NOT NULL"
-        ...             " ORDER BY id LIMIT 1", (key,)).fetchone()
-        ...         return None if row is None else row[0]
-        >>> db = sqlite3.connect(":memory:")
-        >>> _ = db.execute("CREATE TABLE clicks (id INTEGER PRIMARY KEY, at_ms INTEGER)")
-        >>> _ = db.executemany("INSERT INTO clicks VALUES (?, ?)", [(1, 1000), (5, 2000)])
-        >>> Clicks.__abstractmethods__ = frozenset()  # the doctest skips the other methods
-        >>> Clicks().event_time_at(db, 2), Clicks().event_time_at(db, 6)
+        ``splitsource.sqlite`` implements it (docs/tutorial.md writes one); its keys
+        2 .. 5 hold no row, so the time at key 2 is that of key 5:
+
+        >>> import sqlite3, tempfile
+        >>> from sources.sqlite import SqliteTableSource
+        >>> path = tempfile.mkdtemp() + "/clicks.db"
+        >>> with sqlite3.connect(path) as db:
+        ...     _ = db.execute("CREATE TABLE clicks (id INTEGER PRIMARY KEY, at_ms INTEGER)")
+        ...     _ = db.executemany("INSERT INTO clicks VALUES (?, ?)", [(1, 1000), (5, 2000)])
+        >>> clicks = SqliteTableSource(path, "clicks", "id", event_time_column="at_ms")
+        >>> connection = clicks.connect()
+        >>> clicks.event_time_at(connection, 2), clicks.event_time_at(connection, 6)
         (2000, None)
+        >>> clicks.first_key_at_event_time(connection, 1, 5, event_time=1500)
+        2
+        >>> connection.close()
         """
         raise NotImplementedError(
             f"{type(self).__name__}.knows_event_time() is True, so it must implement "
