@@ -11,6 +11,11 @@ or a micro-batch is planned, so the discoveries made between two plans,
 however many and however small, become one range and are cut together. The
 state is a few numbers: the next split index, the first key not cut, the
 highest settled key, the highs not settled yet, and the splits given back.
+
+The enumerator is also an :class:`~enumerators.base.EventTimeIndex` for tables whose
+rows have an event time that grows with the key: positions are keys, so the time at
+a position is that of the first row at or above it (``event_time_at``), and a cut is
+the first key from which rows are at or after the time (``first_key_at_event_time``).
 """
 
 from __future__ import annotations
@@ -19,11 +24,17 @@ import struct
 import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode
+from enumerators.base import (
+    EnumeratorContext,
+    EventTimeCut,
+    EventTimeIndex,
+    PeriodicSplitEnumerator,
+    ReadMode,
+)
 from sources.errors import CorruptDataError
 from sources.serialization import SimpleVersionedSerializer
 from sources.splits.incremental_table import (
@@ -49,13 +60,22 @@ MAX_UNSETTLED = 32
 
 
 class BoundsQuery(Protocol):
-    """What the enumerator needs of a table: connections and its key bounds."""
+    """What the enumerator needs of a table: connections, its key bounds and, for a
+    stream aligned in event time, the event times of its rows."""
 
     def connect(self) -> Any:
         """A new DB-API 2.0 connection."""
 
     def bounds(self, connection: Any) -> tuple[int, int] | None:
         """The lowest and highest key in the table now, or ``None`` when it is empty."""
+
+    def event_time_at(self, connection: Any, key: int) -> int | None:
+        """The event time (ms) of the first row at or above ``key``; ``None`` if none."""
+
+    def first_key_at_event_time(
+        self, connection: Any, low: int, high: int, event_time: int
+    ) -> int | None:
+        """The lowest key in ``low .. high`` from which rows are at or after ``event_time``."""
 
 
 class TableBounds(NamedTuple):
@@ -148,7 +168,8 @@ class IncrementalTableStateSerializer(SimpleVersionedSerializer[IncrementalTable
 
 
 class IncrementalTableEnumerator(
-    PeriodicSplitEnumerator[KeyRangeSplit, IncrementalTableState, TableBounds]
+    PeriodicSplitEnumerator[KeyRangeSplit, IncrementalTableState, TableBounds],
+    EventTimeIndex[KeyRangeSplit],
 ):
     """Cuts the keys up to the highest settled key into splits of ``split_size`` keys.
 
@@ -240,6 +261,39 @@ class IncrementalTableEnumerator(
             tuple(self._unsettled),
             tuple(self._returned),
         )
+
+    def event_times_at(
+        self, positions: Mapping[str, tuple[KeyRangeSplit, int]]
+    ) -> Mapping[str, int]:
+        """The time of the first row at or above each split's key; a split with no row
+        from its key on is left out, and waits for a newer row."""
+        connection = self._table.connect()
+        try:
+            found = {
+                sid: self._table.event_time_at(connection, at) for sid, (_, at) in positions.items()
+            }
+        finally:
+            connection.close()
+        return {sid: event_time for sid, event_time in found.items() if event_time is not None}
+
+    def cut_at_event_time(
+        self, positions: Mapping[str, tuple[KeyRangeSplit, int]], event_time: int
+    ) -> Mapping[str, EventTimeCut]:
+        connection = self._table.connect()
+        try:
+            return {
+                sid: self._cut(connection, split, at, event_time)
+                for sid, (split, at) in positions.items()
+            }
+        finally:
+            connection.close()
+
+    def _cut(self, connection: Any, split: KeyRangeSplit, at: int, event_time: int) -> EventTimeCut:
+        """Where ``split``, read up to ``at``, reaches ``event_time``: no cut when the rest of
+        its keys holds no row at or after the time."""
+        key = self._table.first_key_at_event_time(connection, at, split.high, event_time)
+        found = None if key is None else self._table.event_time_at(connection, key)
+        return EventTimeCut(None) if key is None or found is None else EventTimeCut(key, found)
 
     def _pending(self) -> bool:
         """True when keys up to the settled high are not cut into splits yet."""

@@ -97,6 +97,10 @@ class Source(ABC, Generic[SplitT, StateT]):
     ``maxRecordsPerTrigger``, shared max-min fairly, stays available, and a user who
     gives both is refused at ``load()``. Declare it with ``default=None``."""
 
+    event_time_hint: ClassVar[str | None] = None
+    """What a user does for :meth:`knows_event_time` to answer True, if anything (sqlite:
+    "set eventTimeColumn to ..."): the refusal of ``maxEventTimeDrift`` says it."""
+
     streams_need_state_location: ClassVar[bool] = False
     """True if the enumerator state of a stream outgrows a Spark offset in normal use
     (files: the paths already read), so that ``stateLocation`` is required up front
@@ -261,7 +265,8 @@ class Source(ABC, Generic[SplitT, StateT]):
 
         True if the enumerators this source creates implement
         :class:`~enumerators.base.EventTimeIndex`; ``maxEventTimeDrift`` on a source
-        that answers False fails at ``load()``. The default is False.
+        that answers False fails at ``load()``, with :attr:`event_time_hint`. The
+        default is False.
         """
         return False
 

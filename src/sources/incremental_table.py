@@ -10,6 +10,8 @@ docs/tutorial.md builds it step by step.
 
 The key is an integer column whose new rows get higher values (an
 auto-increment id). Read the high-water mark caveat in the class docstring.
+A table whose rows carry an event time that grows with the key can also be read
+aligned in event time (``maxEventTimeDrift``): see ``event_time_at``.
 """
 
 from __future__ import annotations
@@ -68,6 +70,12 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
     longest write transaction. A database whose writers are serialized (SQLite)
     needs none. Rows updated or deleted after they were read are not seen
     again: this is an append-only reader, not change data capture.
+
+    **Event time.** If each row has an event time that never decreases as the key
+    rises (an insertion timestamp), override :meth:`knows_event_time` to return
+    True and :meth:`event_time_at`; a stream can then take ``maxEventTimeDrift``
+    (docs/event-time.md). :meth:`first_key_at_event_time` finds a cut by bisection
+    over :meth:`event_time_at`; override it if one query can answer.
     """
 
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
@@ -119,6 +127,68 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
         range must give the same rows on a replay. At most ``keys_per_fetch`` keys
         per call.
         """
+
+    def event_time_at(self, connection: Any, key: int) -> int | None:
+        """The event time of the row with the lowest key at or above ``key``, in
+        milliseconds since the epoch; ``None`` if no row with a time has such a key.
+
+        Driver only, on the thread that plans micro-batches; called only when
+        :meth:`knows_event_time` is True. Rows without a time (null) are skipped.
+        Event times must not decrease as keys rise: the stream cuts its batches by
+        them, and a row whose time is earlier than a lower key's may be read late.
+        Keep it to an index lookup: it is called a few times per split and batch.
+
+        Raises
+        ------
+        NotImplementedError
+            The default: a source whose ``knows_event_time`` is True implements it.
+
+        Examples
+        --------
+        ``splitsource.sqlite`` implements it (docs/tutorial.md writes one); its keys
+        2 .. 5 hold no row, so the time at key 2 is that of key 5:
+
+        >>> import sqlite3, tempfile
+        >>> from sources.sqlite import SqliteTableSource
+        >>> path = tempfile.mkdtemp() + "/clicks.db"
+        >>> with sqlite3.connect(path) as db:
+        ...     _ = db.execute("CREATE TABLE clicks (id INTEGER PRIMARY KEY, at_ms INTEGER)")
+        ...     _ = db.executemany("INSERT INTO clicks VALUES (?, ?)", [(1, 1000), (5, 2000)])
+        >>> clicks = SqliteTableSource(path, "clicks", "id", event_time_column="at_ms")
+        >>> connection = clicks.connect()
+        >>> clicks.event_time_at(connection, 2), clicks.event_time_at(connection, 6)
+        (2000, None)
+        >>> clicks.first_key_at_event_time(connection, 1, 5, event_time=1500)
+        2
+        >>> connection.close()
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.knows_event_time() is True, so it must implement "
+            "event_time_at(connection, key)"
+        )
+
+    def first_key_at_event_time(
+        self, connection: Any, low: int, high: int, event_time: int
+    ) -> int | None:
+        """The lowest key ``k`` in ``low .. high`` (both inclusive) such that the first row
+        at or above ``k`` has an event time at or after ``event_time`` (ms since the
+        epoch); ``None`` if there is none.
+
+        Reading the keys from ``low`` up to ``k`` then reads exactly the rows before
+        ``event_time``. Driver only, like :meth:`event_time_at`. The default bisects
+        the keys with :meth:`event_time_at`: about log2(high - low) lookups.
+        """
+
+        def reached(key: int) -> bool:  # no row at or above key: nothing before the time
+            found = self.event_time_at(connection, key)
+            return found is None or found >= event_time
+
+        if low > high or not reached(high):
+            return None
+        while low < high:
+            middle = (low + high) // 2
+            low, high = (low, middle) if reached(middle) else (middle + 1, high)
+        return low
 
     def create_enumerator(self, context: EnumeratorContext) -> IncrementalTableEnumerator:
         return self.restore_enumerator(context, IncrementalTableState())

@@ -6,6 +6,8 @@ exactly-once sink. SQLite serializes its writers, so a row never commits with
 a key below one already visible, and ``settleDelay`` can stay 0; but a table
 without ``AUTOINCREMENT`` reuses the highest rowid after that row is deleted,
 and a row given an explicit lower key later is not read (see docs/tutorial.md).
+With ``eventTimeColumn`` (a time that grows with the key) a stream can be aligned
+in event time (``maxEventTimeDrift``, docs/event-time.md).
 
 Example::
 
@@ -47,7 +49,17 @@ class SqliteTableSource(IncrementalTableSource):
             "the integer column new rows get rising values in (an auto-increment id)",
             default="rowid",
         ),
+        Option.string(
+            "eventTimeColumn",
+            "the column of each row's event time, rising with the key: integer ms since the "
+            "epoch or ISO-8601 text; lets a stream take maxEventTimeDrift",
+            default=None,
+        ),
         *IncrementalTableSource.options,
+    )
+    event_time_hint = (
+        "set eventTimeColumn to a column of the table holding each row's time (integer "
+        "milliseconds since the epoch or ISO-8601 text) that grows with the key"
     )
 
     def __init__(
@@ -57,11 +69,13 @@ class SqliteTableSource(IncrementalTableSource):
         key_column: str = "rowid",
         split_size: int = DEFAULT_SPLIT_SIZE,
         settle_delay: float = 0.0,
+        event_time_column: str | None = None,
     ) -> None:
         super().__init__(split_size, settle_delay)
         self.path = str(Path(path).absolute())
         self.table = table
         self.key_column = key_column
+        self.event_time_column = event_time_column
 
     @classmethod
     def from_options(cls, options: Options) -> SqliteTableSource:
@@ -71,6 +85,7 @@ class SqliteTableSource(IncrementalTableSource):
             options["keyColumn"],
             options["splitSize"],
             options["settleDelay"],
+            options["eventTimeColumn"],
         )
         if not Path(source.path).is_file():
             raise InvalidOptionError(
@@ -95,14 +110,17 @@ class SqliteTableSource(IncrementalTableSource):
                     "table",
                     f"{source.path} has no table '{source.table}'; its tables are {tables}",
                 )
-            columns = [column.name for column in _columns(connection, source.table)]
-            if source.key_column.lower() not in {"rowid", *(c.lower() for c in columns)}:
-                raise InvalidOptionError(
-                    cls.format_name(),
-                    "keyColumn",
-                    f"table '{source.table}' has no column '{source.key_column}'; "
-                    f"name one of {columns} whose values rise with each new row",
-                )
+            table_columns = _columns(connection, source.table)
+        columns = [column.name for column in table_columns]
+        if source.key_column.lower() not in {"rowid", *(c.lower() for c in columns)}:
+            raise InvalidOptionError(
+                cls.format_name(),
+                "keyColumn",
+                f"table '{source.table}' has no column '{source.key_column}'; "
+                f"name one of {columns} whose values rise with each new row",
+            )
+        if source.event_time_column is not None:
+            _check_event_time_column(source.event_time_column, source.table, table_columns)
         return source
 
     def schema(self) -> str:
@@ -115,6 +133,21 @@ class SqliteTableSource(IncrementalTableSource):
 
     def connect(self) -> sqlite3.Connection:
         return self._connection()
+
+    def knows_event_time(self) -> bool:
+        """True when ``eventTimeColumn`` is set."""
+        return self.event_time_column is not None
+
+    def event_time_at(self, connection: Any, key: int) -> int | None:
+        assert self.event_time_column is not None, "knows_event_time() is False"
+        when = _event_time_ms(self.event_time_column)
+        column, table = quote_identifier(self.key_column), quote_identifier(self.table)
+        row = connection.execute(
+            f"SELECT {when} FROM {table} WHERE {column} >= ? AND {when} IS NOT NULL "
+            f"ORDER BY {column} LIMIT 1",
+            (key,),
+        ).fetchone()
+        return None if row is None else row[0]
 
     def bounds(self, connection: Any) -> tuple[int, int] | None:
         key, table = quote_identifier(self.key_column), quote_identifier(self.table)
@@ -166,6 +199,42 @@ def sqlite_type_to_spark(declared: str) -> str:
     if not upper.strip():
         return "binary"
     return next((spark for keys, spark in rules if any(k in upper for k in keys)), "double")
+
+
+_EVENT_TIME_TYPES = frozenset({"bigint", "timestamp", "date", "string"})
+"""Spark types of the columns ``eventTimeColumn`` may name: integer ms or ISO-8601 text."""
+
+
+def _event_time_ms(column: str) -> str:
+    """SQL for the event time of ``column`` in ms since the epoch: an integer as it is,
+    ISO-8601 text (UTC unless it has an offset) converted; ``NULL`` for anything else."""
+    quoted = quote_identifier(column)
+    return (
+        f"(CASE typeof({quoted}) WHEN 'integer' THEN {quoted} WHEN 'text' THEN "
+        f"CAST(round((julianday({quoted}) - 2440587.5) * 86400000.0) AS INTEGER) END)"
+    )
+
+
+def _check_event_time_column(name: str, table: str, columns: Sequence[_Column]) -> None:
+    """Raise unless ``name`` is a column of ``table`` declared to hold integers or text."""
+    column = next((c for c in columns if c.name.lower() == name.lower()), None)
+    if column is None:
+        raise InvalidOptionError(
+            SqliteTableSource.format_name(),
+            "eventTimeColumn",
+            f"table '{table}' has no column '{name}'; name one of "
+            f"{[c.name for c in columns]} holding each row's time",
+        )
+    if sqlite_type_to_spark(column.declared) not in _EVENT_TIME_TYPES:
+        raise InvalidOptionError(
+            SqliteTableSource.format_name(),
+            "eventTimeColumn",
+            f"column '{column.name}' of table '{table}' is declared "
+            f"'{column.declared or 'without a type'}', which holds no usable time; name a "
+            "column declared INTEGER (milliseconds since the epoch) or DATETIME, TIMESTAMP, "
+            "DATE or TEXT (ISO-8601 text such as 2026-01-01 10:00:00.250, UTC unless it "
+            "has an offset)",
+        )
 
 
 class _Column:

@@ -95,7 +95,7 @@ STREAM_OPTIONS: tuple[Option, ...] = (
         "keep splits together in event time: each micro-batch reads no record this far or "
         "further past the slowest split's event time (a duration such as `1 minute`; at "
         "most the watermark delay, so that a catch-up drops nothing as late); for sources "
-        "that know event time (Kafka); see docs/event-time.md"
+        "that know event time (Kafka; sqlite with `eventTimeColumn`); see docs/event-time.md"
     ),
     Option.duration(
         "eventTimeIdleTimeout",
@@ -177,12 +177,14 @@ def _check_alignment(source: Source[Any, Any], options: Options) -> None:
     if drift is None:
         return
     if not source.knows_event_time():
+        fix = source.event_time_hint or (
+            "drop the option, or read a source that does (splitsource.kafka: the record timestamp)"
+        )
         raise InvalidOptionError(
             source.format_name(),
             "maxEventTimeDrift",
-            "cannot be applied because this source does not know the event time of its "
-            "records; drop the option, or read a source that does (splitsource.kafka: the "
-            "record timestamp)",
+            f"cannot be applied because this source does not know the event time of its "
+            f"records; {fix}",
         )
     if drift < 0.001:
         raise InvalidOptionError(
