@@ -256,6 +256,10 @@ class Source(ABC, Generic[SplitT, StateT]):
         """
         return self.positions_count_records
 
+    event_time_hint: ClassVar[str | None] = None
+    """How a user makes this source know event time, if options can: named when
+    ``maxEventTimeDrift`` is refused (files: ``set the option eventTime (...)``)."""
+
     def knows_event_time(self) -> bool:
         """Whether a stream of this source can be aligned in event time. Driver only.
 

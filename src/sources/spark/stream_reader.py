@@ -177,12 +177,12 @@ def _check_alignment(source: Source[Any, Any], options: Options) -> None:
     if drift is None:
         return
     if not source.knows_event_time():
+        fix = "read a source that does (splitsource.kafka: the record timestamp)"
         raise InvalidOptionError(
             source.format_name(),
             "maxEventTimeDrift",
             "cannot be applied because this source does not know the event time of its "
-            "records; drop the option, or read a source that does (splitsource.kafka: the "
-            "record timestamp)",
+            f"records; drop the option, or {source.event_time_hint or fix}",
         )
     if drift < 0.001:
         raise InvalidOptionError(
