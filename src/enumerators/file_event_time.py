@@ -96,9 +96,17 @@ class PartitionTime(FileEventTime):
     source: str
 
     def earliest(self, fs: fsspec.AbstractFileSystem, files: Sequence[DescribedFile]) -> list[int]:
-        return [self._start(file) for file in files]
+        """Each partition is read once, and its zone applied to all at once: a listing of
+        100,000 files holds far fewer partitions."""
+        starts: dict[tuple[tuple[str, str], ...], datetime] = {}
+        for file in files:
+            if file.partition not in starts:
+                starts[file.partition] = self._start(file)
+        found = dict(zip(starts, _ms_of(list(starts.values()), self.time_zone), strict=True))
+        return [found[file.partition] for file in files]
 
-    def _start(self, file: DescribedFile) -> int:
+    def _start(self, file: DescribedFile) -> datetime:
+        """The wall-clock time (or instant, with an offset) the file's partition begins."""
         values = dict(file.partition)
         missing = [column for column in self.columns if column not in values]
         if missing:
@@ -114,7 +122,7 @@ class PartitionTime(FileEventTime):
             moment = moment.replace(hour=clock[0], minute=clock[1])
         except ValueError as error:
             self._refuse(file, f"has a partition value out of range ({error})")
-        return _ms(moment, self.time_zone)
+        return moment
 
     def _refuse(self, file: DescribedFile, problem: str) -> NoReturn:
         raise InvalidOptionError(
@@ -159,7 +167,7 @@ class ColumnStatistics(FileEventTime):
                 value = statistics.min
                 if not isinstance(value, date):  # datetime is a date too
                     self._refuse(path, f"holds {chunk.physical_type} in '{self.column}'")
-                found = _ms(value, self.time_zone)
+                (found,) = _ms_of([value], self.time_zone)
                 least = found if least is None else min(least, found)
             elif statistics is None or statistics.null_count != group.num_rows:
                 self._refuse(path, f"has a row group without statistics of '{self.column}'")
@@ -231,10 +239,13 @@ def _written_time(text: str) -> datetime | None:
         return None
 
 
-def _ms(value: date, time_zone: str) -> int:
-    """``value`` in ms since the epoch; a date is its midnight, and either without an
-    offset is in ``time_zone``."""
-    moment = value if isinstance(value, datetime) else datetime(value.year, value.month, value.day)
-    if moment.tzinfo is None:
-        moment = as_instants(pa.array([moment], pa.timestamp("us")), time_zone)[0].as_py()
-    return int(moment.timestamp() * 1000)
+def _ms_of(values: Sequence[date], time_zone: str) -> list[int]:
+    """``values`` in ms since the epoch; a date is its midnight, and either without an
+    offset is in ``time_zone`` (all such converted at once)."""
+    moments = [v if isinstance(v, datetime) else datetime(v.year, v.month, v.day) for v in values]
+    local = [moment for moment in moments if moment.tzinfo is None]
+    placed = iter(as_instants(pa.array(local, pa.timestamp("us")), time_zone).to_pylist())
+    return [
+        int((next(placed) if moment.tzinfo is None else moment).timestamp() * 1000)
+        for moment in moments
+    ]
