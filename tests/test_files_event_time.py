@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
+from enumerators import file_event_time
 from enumerators.base import EnumeratorContext, EventTimeCut, ReadMode
 from enumerators.files import FileEnumerator
 from enumerators.runtime.coordinator import StreamCoordinator
@@ -75,7 +76,8 @@ def event_times_read(
     root: Path, fmt: str, written: dict[str, list[int]], **options: str
 ) -> list[list[int]]:
     """The event times each micro-batch of an AvailableNow stream of two files per batch
-    reads, driven as Spark's micro-batch loop drives it."""
+    reads, driven as Spark's micro-batch loop drives it (a file's records counted with
+    its first byte range)."""
     source, framework = loaded(root, fmt, maxFilesPerTrigger="2", **options)
     coordinator = StreamCoordinator(
         source, admission_limits(framework), alignment=alignment_settings(framework)
@@ -87,7 +89,8 @@ def event_times_read(
         end = logged(coordinator.latest_offset(offset, limited=True))
         if end == offset:
             break
-        paths = [file(split).path for split in coordinator.plan(offset, end)]
+        splits = [file(split) for split in coordinator.plan(offset, end)]
+        paths = [split.path for split in splits if split.start == 0]
         batches.append([at for path in paths for at in written[path]])
         coordinator.commit(end)
         offset = end
@@ -122,6 +125,30 @@ def test_a_backfill_aligned_in_event_time_drops_nothing_that_modification_order_
     assert late_records(plain, delay_ms=HOUR) > 0
     assert late_records(aligned, delay_ms=delay) == 0
     assert len(aligned) == len(plain) == HOURS * FILES_PER_HOUR // 2
+
+
+def test_a_stream_reads_each_parquet_footer_once_for_its_event_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written = archive(tmp_path, "parquet")
+    read: list[str] = []
+
+    def counted(fs: Any, path: str) -> pq.FileMetaData:
+        read.append(path)
+        return pq.read_metadata(path)
+
+    monkeypatch.setattr(file_event_time, "read_metadata", counted)
+    # Files of 1,000 bytes in ranges of 400: a file's splits span batches.
+    event_times_read(
+        tmp_path,
+        "parquet",
+        written,
+        eventTime="column:ts",
+        maxEventTimeDrift="1 hour",
+        maxSplitBytes="400",
+    )
+
+    assert sorted(read) == sorted(written)
 
 
 def enumerator_of(root: Path, fmt: str, **options: str) -> FileEnumerator:

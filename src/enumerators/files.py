@@ -327,7 +327,7 @@ class FileEnumerator(
             sign = -1 if self._latest_first else 1
             backlog.sort(key=lambda file: (sign * file.modified_ms, file.path))
         else:
-            times = self._earliest_times(backlog, keep_only=True)
+            times = self._earliest_times(backlog)
             timed = sorted(zip(times, backlog, strict=True), key=lambda at: (at[0], at[1].path))
             backlog = [file for _, file in timed]
         self._backlog, self._next = [tuple(file) for file in backlog], 0
@@ -336,6 +336,10 @@ class FileEnumerator(
         self._returned.clear()
         self._returned_bytes.clear()
         self._return(kept)
+        if self._earliest:  # times found by reading: kept for the files still to hand out
+            waiting: list[DescribedFile] = [*backlog, *self._returned]
+            keys = {(file.path, file.modified_ms) for file in waiting}
+            self._earliest = {key: at for key, at in self._earliest.items() if key in keys}
         if horizon is not None:
             self._seen = {
                 path: ms
@@ -422,9 +426,9 @@ class FileEnumerator(
             for split_id, (split, at) in positions.items()
         }
 
-    def _earliest_times(self, files: Sequence[DescribedFile], keep_only: bool = False) -> list[int]:
+    def _earliest_times(self, files: Sequence[DescribedFile]) -> list[int]:
         """The earliest event time of each of ``files``; found once per file when finding
-        it reads the file. ``keep_only``: forget the files not among these."""
+        it reads the file."""
         rule = self._event_time
         if rule is None:
             raise SplitSourceError(
@@ -434,8 +438,6 @@ class FileEnumerator(
         if not rule.reads_files:
             return rule.earliest(self._fs, files)
         keys = [(file.path, file.modified_ms) for file in files]
-        if keep_only:
-            self._earliest = {key: self._earliest[key] for key in keys if key in self._earliest}
         unknown = [file for file, key in zip(files, keys, strict=True) if key not in self._earliest]
         for file, found in zip(unknown, rule.earliest(self._fs, unknown), strict=True):
             self._earliest[(file.path, file.modified_ms)] = found
