@@ -83,8 +83,8 @@ def test_unknown_option_names_it_and_lists_valid_ones(spark: SparkSession) -> No
     assert "Option 'tos' of splitsource.numbers: unknown option (did you mean 'to'?)." in first_line
     assert "Traceback" not in message
     assert (
-        "Valid options for splitsource.numbers: discoveryInterval, fetchQueueCapacity, from,"
-        in message
+        "Valid options for splitsource.numbers: discoveryInterval, eventTimeIdleTimeout, "
+        "fetchQueueCapacity, from," in message
     )
 
 
