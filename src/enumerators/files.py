@@ -9,6 +9,12 @@ read, as in Spark's file stream source. Files listed but not handed out are
 not state: a batch's content is fixed by its logged end offset, so nothing
 about a file not yet in a batch has to survive a restart, and the next listing
 finds it again.
+
+Given ``eventTime`` (:mod:`enumerators.file_event_time`), the enumerator hands out
+the files in the order of their earliest event time instead, and is an
+:class:`~enumerators.base.EventTimeIndex`: a file is read whole, so a split stands at
+its file's earliest time until read, and a cut admits it whole once that time is
+before the cut.
 """
 
 from __future__ import annotations
@@ -29,9 +35,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from enumerators.base import CompletedCheckpoint, PeriodicSplitEnumerator
+from enumerators.base import (
+    CompletedCheckpoint,
+    EventTimeCut,
+    EventTimeIndex,
+    PeriodicSplitEnumerator,
+)
+from enumerators.file_event_time import DescribedFile, FileEventTime
 from enumerators.file_listing import ListedFile, Listing
-from sources.errors import CorruptDataError
+from sources.errors import CorruptDataError, SplitSourceError
 from sources.filesystems import Storage
 from sources.serialization import SimpleVersionedSerializer
 from sources.splits.files import FileSplit, split_from_json, split_to_json
@@ -244,14 +256,18 @@ def _state_from_json(data: bytes) -> FileEnumeratorState:
     )
 
 
-class FileEnumerator(PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, list[ListedFile]]):
+class FileEnumerator(
+    PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, list[ListedFile]],
+    EventTimeIndex[FileSplit],
+):
     """Lists files at each discovery and hands out, oldest first, the splits of files not seen.
 
     The files of the last listing wait in memory in hand-out order and are cut
     into splits only when handed out, a file's splits one after the other. A
     file becomes seen when a split of it is handed out, and unseen again when
     all its splits are given back. Given ``listed`` (a bounded read's files, listed
-    before), it hands those out instead of listing.
+    before), it hands those out instead of listing. Given ``event_time``, it hands them
+    out by their earliest event time (then path), ``latest_first`` aside.
     """
 
     def __init__(
@@ -264,8 +280,11 @@ class FileEnumerator(PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, lis
         latest_first: bool = False,
         cleaner: SourceCleaner | None = None,
         listed: Sequence[ListedFile] | None = None,
+        event_time: FileEventTime | None = None,
     ) -> None:
         self._fs = fs
+        self._event_time = event_time
+        self._earliest: dict[tuple[str, int], int] = {}  # (path, mtime) → found by reading
         self._listed = listed
         self._listing = listing
         self._cutter = cutter
@@ -304,14 +323,23 @@ class FileEnumerator(PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, lis
                 young = horizon is None or file.modified_ms >= horizon
                 (backlog if young else too_old).append(file)
         self._report_too_old(too_old, horizon)
-        sign = -1 if self._latest_first else 1
-        backlog.sort(key=lambda file: (sign * file.modified_ms, file.path))
+        if self._event_time is None:
+            sign = -1 if self._latest_first else 1
+            backlog.sort(key=lambda file: (sign * file.modified_ms, file.path))
+        else:
+            times = self._earliest_times(backlog)
+            timed = sorted(zip(times, backlog, strict=True), key=lambda at: (at[0], at[1].path))
+            backlog = [file for _, file in timed]
         self._backlog, self._next = [tuple(file) for file in backlog], 0
         # Splits given back whole are in this listing again (or their file is gone).
         kept = [split for split in self._returned if split.path in self._seen]
         self._returned.clear()
         self._returned_bytes.clear()
         self._return(kept)
+        if self._earliest:  # times found by reading: kept for the files still to hand out
+            waiting: list[DescribedFile] = [*backlog, *self._returned]
+            keys = {(file.path, file.modified_ms) for file in waiting}
+            self._earliest = {key: at for key, at in self._earliest.items() if key in keys}
         if horizon is not None:
             self._seen = {
                 path: ms
@@ -377,6 +405,43 @@ class FileEnumerator(PeriodicSplitEnumerator[FileSplit, FileEnumeratorState, lis
             if path not in self._to_clean:
                 self._to_clean.append(path)
         self._to_clean = [path for path in self._to_clean if not self._cleaner.clean(path)]
+
+    def event_times_at(self, positions: Mapping[str, tuple[FileSplit, int]]) -> Mapping[str, int]:
+        """Each split's file's earliest event time: a split is read whole, so until then
+        it stands there."""
+        asked = list(positions.items())
+        found = self._earliest_times([split for _, (split, _) in asked])
+        return {split_id: at for (split_id, _), at in zip(asked, found, strict=True)}
+
+    def cut_at_event_time(
+        self, positions: Mapping[str, tuple[FileSplit, int]], event_time: int
+    ) -> Mapping[str, EventTimeCut]:
+        """A split whose file begins before ``event_time`` is admitted whole (``None``: no
+        position within it to stop at); one that begins at or after it waits."""
+        times = self.event_times_at(positions)
+        return {
+            split_id: EventTimeCut(at, times[split_id])
+            if at == split.start_position() and times[split_id] >= event_time
+            else EventTimeCut(None)
+            for split_id, (split, at) in positions.items()
+        }
+
+    def _earliest_times(self, files: Sequence[DescribedFile]) -> list[int]:
+        """The earliest event time of each of ``files``; found once per file when finding
+        it reads the file."""
+        rule = self._event_time
+        if rule is None:
+            raise SplitSourceError(
+                "splitsource.files was asked for event times without eventTime; "
+                "maxEventTimeDrift requires it"
+            )
+        if not rule.reads_files:
+            return rule.earliest(self._fs, files)
+        keys = [(file.path, file.modified_ms) for file in files]
+        unknown = [file for file, key in zip(files, keys, strict=True) if key not in self._earliest]
+        for file, found in zip(unknown, rule.earliest(self._fs, unknown), strict=True):
+            self._earliest[(file.path, file.modified_ms)] = found
+        return [self._earliest[key] for key in keys]
 
     def _return(self, splits: Sequence[FileSplit]) -> None:
         """Queue ``splits`` to be handed out after those returned before."""

@@ -23,6 +23,12 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from enumerators.base import EnumeratorContext, ReadMode
+from enumerators.file_event_time import (
+    EventTimeSpec,
+    FileEventTime,
+    PartitionTime,
+    parse_event_time,
+)
 from enumerators.file_listing import ListedFile, Listing, split_outside_braces
 from enumerators.files import (
     FileEnumerator,
@@ -197,6 +203,19 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
             formats="all, streaming",
             spark="`7d`",
         ),
+        Option(
+            "eventTime",
+            parse_event_time,
+            "streaming: where a file's earliest event time comes from; files are read in "
+            "that order and maxEventTimeDrift can align them",
+            None,
+        ).listed(
+            "ours: `modificationTime`, `partition:<date column>[,<hour column>[,<minute "
+            "column>]]` or (Parquet) `column:<name>`: files are read in event-time order, "
+            "and `maxEventTimeDrift` applies (see Event time)",
+            shown="not set",
+            formats="all, streaming",
+        ),
         Option.choice(
             "cleanSource", "streaming: what to do with read files", CLEAN_SOURCE, "off"
         ).listed(
@@ -217,6 +236,10 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         *WRITE_ONLY_OPTIONS,
     )
 
+    event_time_hint = (
+        "drop the option, or set the option eventTime (modificationTime, partition:<date "
+        "column>[,<hour column>] or, for Parquet, column:<name>)"
+    )
     storage_class: ClassVar[type[Storage]] = Storage
     """The storage the paths are read through; a subclass may bring its own filesystem."""
 
@@ -231,6 +254,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         max_file_age_ms: int,
         latest_first: bool,
         infer_partition_types: bool = True,
+        event_time: FileEventTime | None = None,
     ) -> None:
         self.paths = paths
         self.storage = storage
@@ -241,6 +265,8 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         self.max_file_age_ms = max_file_age_ms
         self.latest_first = latest_first
         self.infer_partition_types = infer_partition_types
+        self.event_time = event_time
+        """Where a file's event time comes from (``eventTime``); streams only."""
         self.partition_columns: dict[str, pa.DataType] = {}
         """The partition columns of the read schema, once filters are pushed."""
         self.listed: tuple[tuple[Any, ...], ...] | None = None
@@ -265,6 +291,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
             )
         storage = cls.storage_class(paths[0], options["storageOptions"] or {})
         format_options = format_options_from(cls.options, options)
+        event_time = _event_time(name, options, format_options)
         return cls(
             paths,
             storage,
@@ -286,6 +313,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
             int(options["maxFileAge"] * 1000),
             options["latestFirst"],
             options["partitionColumnTypeInference"],
+            event_time,
         )
 
     def storage_options_for(self, url: str) -> Mapping[str, Any]:
@@ -350,8 +378,18 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
             ) from None
 
     def pin(self) -> None:
-        """List the files: every query of the DataFrame reads these, as Spark lists at load()."""
-        self._listed_once()
+        """List the files: every query of the DataFrame reads these, as Spark lists at load().
+
+        A partition column that ``eventTime`` names must give every listed file a time:
+        checked here, at load(), as it costs nothing.
+        """
+        files = self._listed_once()
+        if isinstance(self.event_time, PartitionTime):
+            self.event_time.earliest(self.storage.fs, files)
+
+    def knows_event_time(self) -> bool:
+        """Yes, given ``eventTime``."""
+        return self.event_time is not None
 
     def unpinned(self) -> FileSource:
         if self.listed is None:
@@ -376,6 +414,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
             latest_first=self.latest_first,
             cleaner=self.cleaner,
             listed=None if streaming else self._listed_once(),
+            event_time=self.event_time if streaming else None,
         )
 
     def create_enumerator(self, context: EnumeratorContext) -> FileEnumerator:
@@ -420,6 +459,29 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
 
     def enumerator_state_serializer(self) -> FileEnumeratorStateSerializer:
         return FileEnumeratorStateSerializer()
+
+
+def _event_time(name: str, options: Options, read: FormatOptions) -> FileEventTime | None:
+    """The rule ``eventTime`` names, refused where it cannot hold: statistics of a
+    format without them, and ``latestFirst``, an order of its own."""
+    spec: EventTimeSpec | None = options["eventTime"]
+    if spec is None:
+        return None
+    if spec.kind == "column" and read.format != "parquet":
+        raise InvalidOptionError(
+            name,
+            "eventTime",
+            f"column:{spec.columns[0]} reads Parquet row-group statistics, which "
+            f"{read.format} files do not have; use partition:<columns> or modificationTime",
+        )
+    if options["latestFirst"]:
+        raise InvalidOptionError(
+            name,
+            "latestFirst",
+            "cannot be combined with eventTime, which reads files in event-time order, "
+            "earliest first; drop one of them",
+        )
+    return spec.rule(read.time_zone, name)
 
 
 def _cutter(options: FormatOptions, clean: str, max_split_bytes: int) -> SplitCutter:

@@ -14,7 +14,7 @@ from readers.formats.options import FormatOptions
 from readers.formats.statistics import row_group_may_match
 from sources.errors import CorruptFileError, FileReadError
 
-__all__ = ["ParquetFormat"]
+__all__ = ["ParquetFormat", "read_metadata"]
 
 
 class ParquetFormat:
@@ -118,6 +118,15 @@ def _midpoint(group: pq.RowGroupMetaData) -> int:
         first = offset if first is None else min(first, offset)
         compressed += column.total_compressed_size
     return (first or 0) + compressed // 2
+
+
+def read_metadata(fs: fsspec.AbstractFileSystem, path: str) -> pq.FileMetaData:
+    """The footer of Parquet file ``path``: its schema, row groups and their statistics."""
+    with open_input(fs, path) as file:
+        try:
+            return pq.ParquetFile(file).metadata
+        except (pa.ArrowException, OSError) as error:
+            raise _footer_error(path, error) from error
 
 
 def _footer_error(path: str, error: BaseException) -> CorruptFileError:

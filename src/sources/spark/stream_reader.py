@@ -95,7 +95,8 @@ STREAM_OPTIONS: tuple[Option, ...] = (
         "keep splits together in event time: each micro-batch reads no record this far or "
         "further past the slowest split's event time (a duration such as `1 minute`; at "
         "most the watermark delay, so that a catch-up drops nothing as late); for sources "
-        "that know event time (Kafka; sqlite with `eventTimeColumn`); see docs/event-time.md"
+        "that know event time (Kafka; sqlite with `eventTimeColumn`; files with `eventTime`); "
+        "see docs/event-time.md"
     ),
     Option.duration(
         "eventTimeIdleTimeout",
