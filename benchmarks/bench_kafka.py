@@ -19,12 +19,14 @@ wall time and records/s of each source and their ratio (records/s of splitsource
 records/s of Spark; above 1.00 splitsource is faster), and ends with the line
 ``ratio splitsource/spark-kafka: X.XX``: the geometric mean of the two modes' ratios.
 
-In bounded mode a third source, the *floor* (:class:`FloorSource`), is timed too: the
+A third source, the *floor* (:class:`FloorSource`), is timed too in both modes: the
 least a Python data source does to read the topic, one task per partition, each a bare
 confluent-kafka ``consume`` loop up to the partition's end whose messages become the
 seven columns in the fewest steps (no options, error handling, fetcher thread or batch
-shaping). Its ratio, printed as ``floor python-source/spark-kafka bounded: X.XX``, is
-what any Python data source reaches here (``--no-floor`` leaves it out).
+shaping); as a stream, offsets are each partition's next offset and one batch reads
+all. Its ratios, printed as ``floor python-source/spark-kafka <mode>: X.XX`` and their
+geometric mean as ``floor python-source/spark-kafka: X.XX``, are what any Python data
+source reaches here (``--no-floor`` leaves it out).
 
 Run it from the project root (Maven fetches the broker's and Spark's Kafka jars once)::
 
@@ -54,7 +56,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -88,19 +95,25 @@ class FloorReader(DataSourceReader):
             }
         )
 
-    def partitions(self) -> list[InputPartition]:
+    def watermarks(self) -> list[tuple[int, int]]:
+        """The first and one-past-last offset of each partition, by partition number."""
         from confluent_kafka import TopicPartition
 
         consumer = self._consumer()
         try:
             count = len(consumer.list_topics(self.topic, timeout=30).topics[self.topic].partitions)
-            ends = [
+            return [
                 consumer.get_watermark_offsets(TopicPartition(self.topic, number), timeout=30)
                 for number in range(count)
             ]
         finally:
             consumer.close()
-        return [InputPartition((number, low, high)) for number, (low, high) in enumerate(ends)]
+
+    def partitions(self) -> list[InputPartition]:
+        return [
+            InputPartition((number, low, high))
+            for number, (low, high) in enumerate(self.watermarks())
+        ]
 
     def read(self, partition: InputPartition) -> Any:
         from confluent_kafka import Message, TopicPartition
@@ -135,6 +148,29 @@ class FloorReader(DataSourceReader):
             consumer.close()
 
 
+class FloorStreamReader(DataSourceStreamReader):
+    """The least a Python stream does: offsets are each partition's next offset, a batch
+    reads every partition from its start to its end in one task each."""
+
+    def __init__(self, reader: FloorReader) -> None:
+        self.reader = reader
+
+    def _offsets(self, pick: int) -> dict[str, int]:
+        return {str(n): marks[pick] for n, marks in enumerate(self.reader.watermarks())}
+
+    def initialOffset(self) -> dict[str, int]:
+        return self._offsets(0)
+
+    def latestOffset(self) -> dict[str, int]:
+        return self._offsets(1)
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        return [InputPartition((int(n), start[n], end[n])) for n in end if end[n] > start[n]]
+
+    def read(self, partition: InputPartition) -> Any:
+        return self.reader.read(partition)
+
+
 FLOOR_FIELDS = [
     ("key", pa.binary()),
     ("value", pa.binary()),
@@ -161,6 +197,9 @@ class FloorSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         return FloorReader(self.options["kafka.bootstrap.servers"], self.options["subscribe"])
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return FloorStreamReader(self.reader(schema))
 
 
 def bounded(spark: SparkSession, fmt: str, options: dict[str, str]) -> None:
@@ -226,7 +265,7 @@ def measure(
             "bounded",
             spark.read.format(sources[name]).options(**options[name]).load().count(),
         )
-    modes = {"bounded": list(sources), "availableNow": list(SOURCES)}
+    modes = {mode: list(sources) for mode in MODES}
     times: dict[str, dict[str, list[float]]] = {
         mode: {n: [] for n in names} for mode, names in modes.items()
     }
@@ -242,17 +281,25 @@ def measure(
     return times
 
 
+def ratio(times: dict[str, list[float]], name: str) -> float:
+    """Records/s of source ``name`` over Spark's, from the median times of one mode."""
+    return statistics.median(times["spark"]) / statistics.median(times[name])
+
+
+def geometric_mean(ratios: list[float]) -> float:
+    return math.prod(ratios) ** (1 / len(ratios))
+
+
 def report(mode: str, times: dict[str, list[float]], records: int) -> float:
     """Print the medians of ``mode``; return records/s of splitsource over Spark's."""
-    medians = {name: statistics.median(seconds) for name, seconds in times.items()}
-    for name, median in medians.items():
+    for name, seconds in times.items():
+        median = statistics.median(seconds)
         print(f"  {mode:<12} {name:<12} median {median:>7.2f} s {records / median:>12,.0f} rec/s")
-    ratio = medians["spark"] / medians["splitsource"]
-    print(f"  {mode:<12} ratio splitsource/spark-kafka {ratio:.2f}")
-    if "floor" in medians:
-        floor = medians["spark"] / medians["floor"]
-        print(f"floor python-source/spark-kafka {mode}: {floor:.2f}")
-    return ratio
+    ours = ratio(times, "splitsource")
+    print(f"  {mode:<12} ratio splitsource/spark-kafka {ours:.2f}")
+    if "floor" in times:
+        print(f"floor python-source/spark-kafka {mode}: {ratio(times, 'floor'):.2f}")
+    return ours
 
 
 def parse_args() -> argparse.Namespace:
@@ -308,7 +355,10 @@ def main() -> None:
         finally:
             spark.stop()
     ratios = [report(mode, times[mode], args.records) for mode in MODES]
-    print(f"ratio splitsource/spark-kafka: {math.prod(ratios) ** (1 / len(ratios)):.2f}")
+    print(f"ratio splitsource/spark-kafka: {geometric_mean(ratios):.2f}")
+    if not args.no_floor:
+        floors = [ratio(times[mode], "floor") for mode in MODES]
+        print(f"floor python-source/spark-kafka: {geometric_mean(floors):.2f}")
 
 
 if __name__ == "__main__":
