@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from sources.errors import InvalidOptionError
 from sources.files import FileSource
 from sources.options import parse_options
 from sources.spark import register
+from sources.testing.reading import read_all
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -305,3 +307,19 @@ def test_permissive_keeps_a_bad_lines_other_values_with_and_without_quoting(
 
     rows = pa.Table.from_batches(list(batches), schema=schema).to_pylist()
     assert rows == [{"id": 1, "name": "a"}, {"id": None, "name": kept}]
+
+
+def test_files_reached_through_symbolic_links_are_read_as_spark_reads_them(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data, linked = tmp_path / "data", tmp_path / "linked"
+    data.mkdir()
+    linked.mkdir()
+    write_parquet(data / "f-0.parquet", 0, 30)
+    (linked / "f-0.parquet").symlink_to(data / "f-0.parquet")
+    os.utime(linked / "f-0.parquet", (1, 1), follow_symlinks=False)  # link older than its file
+    ours = read_all(FileSource, {"format": "parquet", "path": linked})
+    theirs = spark.read.parquet(str(linked)).toArrow()
+
+    assert ours.sort_by("id").equals(theirs.sort_by("id"))
+    assert ours.num_rows == 30

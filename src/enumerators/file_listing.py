@@ -145,7 +145,7 @@ def _expand(fs: fsspec.AbstractFileSystem, path: str) -> Iterable[_Root]:
         for pattern in braces_expanded(path):
             matches.update(fs.glob(pattern, detail=True))
         for name in sorted(matches):
-            yield _root(fs, matches[name])
+            yield _root(fs, _followed(fs, matches[name]))
         return
     yield _root(fs, fs.info(path))
 
@@ -192,7 +192,15 @@ def split_outside_braces(text: str) -> list[str]:
 
 
 def _walk(fs: fsspec.AbstractFileSystem, directory: str) -> list[Mapping[str, Any]]:
-    return list(fs.find(directory, detail=True, withdirs=False).values())
+    found = fs.find(directory, detail=True, withdirs=False).values()
+    return [_followed(fs, info) for info in found]
+
+
+def _followed(fs: fsspec.AbstractFileSystem, info: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The entry of the file a symbolic link points to, as Spark lists it. fsspec's local
+    listing gives a link's own modification time, which the reader's check (``info``,
+    which follows the link) would take for a changed file."""
+    return fs.info(info["name"]) if info.get("islink") else info
 
 
 def _listed_file(info: Mapping[str, Any], partition: Partition = ()) -> ListedFile:
