@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
