@@ -21,14 +21,18 @@ from pyspark.sql import functions as F
 from enumerators.base import EnumeratorContext, ReadMode
 from enumerators.files import FileEnumeratorState, FileEnumeratorStateSerializer
 from enumerators.hybrid import HybridState, HybridStateSerializer
+from enumerators.hybrid_kafka import archive_ends
 from enumerators.kafka import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
 from enumerators.runtime.admission import RecordSharing
 from helpers.archives import archive, archive_in_files, topic_records
 from helpers.hybrids import run_available_now
+from readers.formats.parquet import ParquetFormat
 from sources.errors import InvalidOptionError
+from sources.files import FileSource
 from sources.hybrid_kafka import ArchiveThenKafkaSource
 from sources.serialization import frame, unframe
-from sources.spark.datasource import data_source_for
+from sources.spark.datasource import data_source_for, plan_bounded
+from sources.splits.files import FileSplit
 from sources.splits.kafka import KafkaPartitionSplit
 from sources.testing.planning import logged, next_batch, partition_splits, stream_reader
 
@@ -142,6 +146,68 @@ def test_max_offsets_per_trigger_is_given_once_for_the_whole_read(tmp_path: Path
     both = {**given, "maxOffsetsPerTrigger": "50", "maxRecordsPerTrigger": "50"}
     with pytest.raises(InvalidOptionError, match=r"'maxOffsetsPerTrigger'.*maxRecordsPerTrigger"):
         data_source_for(ArchiveThenKafkaSource)(both)
+
+
+def _archive_of(path: Path) -> tuple[FileSource, pa.Schema, list[FileSplit]]:
+    """The archive stage of a hybrid over ``path``, its schema, and the splits of its files."""
+    source, _ = ArchiveThenKafkaSource.from_spark_options(options("127.0.0.1:1", "t", path))
+    archive = source.sources[0]
+    assert isinstance(archive, FileSource)
+    return archive, source.stage_schema(0), plan_bounded(archive)
+
+
+def _rows_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The Parquet files whose rows are read from now on (footers aside)."""
+    read: list[str] = []
+    original = ParquetFormat.read_range
+
+    def counted(self: ParquetFormat, fs: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        read.append(Path(path).name)
+        return original(self, fs, path, *args, **kwargs)
+
+    monkeypatch.setattr(ParquetFormat, "read_range", counted)
+    return read
+
+
+def test_the_offsets_handoff_reads_rows_only_of_files_whose_statistics_do_not_tell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row group of one topic partition tells its last offset by its statistics; a row
+    group of two partitions is read."""
+    path = tmp_path / "archive"
+    path.mkdir()
+
+    def records(partition: int, offsets: range) -> pa.Table:
+        return pa.table(
+            {
+                "topic": ["t"] * len(offsets),
+                "partition": pa.array([partition] * len(offsets), pa.int32()),
+                "offset": pa.array(offsets, pa.int64()),
+            }
+        )
+
+    with pq.ParquetWriter(path / "grouped.parquet", records(0, range(1)).schema) as grouped:
+        grouped.write_table(records(0, range(0, 40)))  # a row group per partition
+        grouped.write_table(records(1, range(0, 7)))
+    mixed = pa.concat_tables([records(1, range(7, 12)), records(2, range(0, 3))])
+    pq.write_table(mixed, path / "mixed.parquet")  # one row group, two partitions
+    read = _rows_read(monkeypatch)
+
+    assert archive_ends(*_archive_of(path)) == {("t", 0): 39, ("t", 1): 11, ("t", 2): 2}
+    assert read == ["mixed.parquet"]
+
+
+def test_the_offsets_handoff_takes_topic_and_partition_from_partition_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for partition, last in ((0, 9), (1, 4)):
+        directory = tmp_path / "archive" / "topic=t" / f"partition={partition}"
+        directory.mkdir(parents=True)
+        pq.write_table(pa.table({"offset": range(last + 1)}), directory / "part.parquet")
+    read = _rows_read(monkeypatch)
+
+    assert archive_ends(*_archive_of(tmp_path / "archive")) == {("t", 0): 9, ("t", 1): 4}
+    assert read == []
 
 
 # --- with the broker -----------------------------------------------------------------

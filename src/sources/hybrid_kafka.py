@@ -90,9 +90,11 @@ class ArchiveThenKafkaSource(HybridSource):
 
     def stage_start(self, index: int, context: SwitchContext[Any]) -> Mapping[str, str]:
         mode: ReadMode = context.mode
+        archive = context.previous
+        assert isinstance(archive, FileSource)
         return kafka_start(
             self.handoff,
-            context.previous,
+            archive,
             self.stage_schema(0),
             context.final_state,
             context.next_source,
