@@ -30,6 +30,7 @@ from sources.hybrid import HybridSource, HybridStage
 from sources.numbers import NumberSequenceSource
 from sources.serialization import frame, unframe
 from sources.spark import register
+from sources.spark.datasource import data_source_for
 from sources.splits.hybrid import HybridSplit, HybridSplitSerializer
 from sources.splits.numbers import NumberSequenceSplit, NumberSequenceSplitSerializer
 from sources.testing import read_all
@@ -207,6 +208,26 @@ def test_a_projection_that_cannot_cast_safely_fails_at_load(tmp_path: Path) -> N
         FilesThenProjectedNumbers.from_spark_options(
             {"first.format": "parquet", "first.path": path, "then.to": "1"}
         )
+
+
+def test_an_empty_first_source_without_a_schema_fails_at_load_asking_for_one(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "empty").mkdir()
+    given = {"first.format": "parquet", "first.path": str(tmp_path / "empty"), "then.to": "4"}
+    with pytest.raises(
+        InvalidOptionError,
+        match=r"'first\.path' of splitsource\.test-files-then-numbers: matches no files"
+        r".*give a schema with \.schema\(\.\.\.\)",
+    ):
+        data_source_for(FilesThenNumbers)(given).schema()
+
+
+def test_an_empty_first_source_given_a_schema_reads_the_next_one(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    given = {"first.format": "parquet", "first.path": str(tmp_path / "empty"), "then.to": "4"}
+    read = read_all(FilesThenNumbers, given, schema="value BIGINT")
+    assert read["value"].to_pylist() == [0, 1, 2, 3, 4]
 
 
 # --- streams -------------------------------------------------------------------------

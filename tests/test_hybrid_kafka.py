@@ -378,6 +378,54 @@ def test_available_now_reads_through_the_switch_exactly_once_under_admission_lim
 
 @pytest.mark.kafka
 @pytest.mark.spark
+def test_a_stream_over_an_empty_archive_starts_on_kafka_with_kafkas_columns(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    name = topic(partitions=2)
+    written(kafka_broker, name, 2, 10)
+    (tmp_path / "archive").mkdir()  # no files yet
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        stateLocation=tmp_path / "state",
+        **{"live.startingOffsets": "earliest"},
+    )
+    frame = spark.readStream.format(FORMAT).options(**given).load()
+    assert frame.schema.simpleString().startswith(
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp"
+    )
+    assert run_available_now(frame, tmp_path).exception() is None
+    rows = hybrid_rows(spark.read.parquet(str(tmp_path / "out")))
+    assert positions(rows) == Counter({(p, o): 1 for p in (0, 1) for o in range(10)})
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_stream_over_an_empty_archive_reads_kafka_in_the_schema_given(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    name = topic(partitions=1)
+    written(kafka_broker, name, 1, 5)
+    (tmp_path / "archive").mkdir()  # no files yet
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        stateLocation=tmp_path / "state",
+        **{"live.startingOffsets": "earliest"},
+    )
+    schema = "value STRING, partition INT, offset BIGINT"
+    frame = spark.readStream.format(FORMAT).options(**given).schema(schema).load()
+    assert run_available_now(frame, tmp_path).exception() is None
+    rows = spark.read.parquet(str(tmp_path / "out")).orderBy("offset").collect()
+    assert [(row.value, row.partition, row.offset) for row in rows] == [
+        (f"v0-{i}", 0, i) for i in range(5)
+    ]
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
 def test_the_timestamp_handoff_starts_kafka_at_the_archives_last_time(
     spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
 ) -> None:

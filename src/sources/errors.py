@@ -7,6 +7,7 @@ to do about it. Catch :class:`SplitSourceError` to catch them all.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 __all__ = [
     "CorruptDataError",
@@ -68,6 +69,11 @@ class InvalidOptionError(SplitSourceError, ValueError):
         listed = ", ".join(sorted(self.valid))
         hint = f" Valid options for {source}: {listed}." if listed else ""
         super().__init__(f"Option '{option}' of {source}: {problem}.{hint}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its fields (its ``__init__`` takes them), its message as it stands."""
+        fields = (self.source, self.option, self.problem, self.valid)
+        return (type(self), fields, {**self.__dict__, "args": self.args})
 
 
 class UnsupportedSparkVersionError(SplitSourceError, RuntimeError):

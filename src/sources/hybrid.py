@@ -10,6 +10,11 @@ Checked at ``load()``: every source but the last supports bounded reads, and the
 sources' schemas agree, or a stage that projects has every column of the
 hybrid's schema (the first source's) in a type that casts safely to it.
 
+A source that cannot tell its schema yet (files: none under the path) does not stop
+a read that is given its schema with ``.schema(...)``, nor one whose hybrid knows a
+stand-in (:meth:`HybridSource.schema_when_unknown`); without either, ``load()``
+fails with the source's error, its options named with the stage's prefix.
+
 Examples
 --------
 >>> from sources.numbers import NumberSequenceSource
@@ -48,7 +53,12 @@ from enumerators.hybrid import (
 )
 from readers.hybrid import HybridSplitReader
 from sources.api import Source
-from sources.errors import InvalidOptionError, SchemaMismatchError, SourceDefinitionError
+from sources.errors import (
+    InvalidOptionError,
+    SchemaMismatchError,
+    SourceDefinitionError,
+    SplitSourceError,
+)
 from sources.options import Option, Options
 from sources.spark.partitions import arrow_schema
 from sources.split import Boundedness
@@ -162,7 +172,16 @@ class HybridSource(Source[HybridSplit, HybridState]):
         self.stage_options = tuple(dict(options) for options in stage_options)
         self.sources = tuple(sources)
         self._started: dict[tuple[int, tuple[tuple[str, str], ...]], Source[Any, Any]] = {}
-        self._schemas = [_struct(source.schema()) for source in self.sources]
+        self._unknown: dict[int, SplitSourceError] = {}
+        """Why a source cannot tell its schema, by index."""
+        self._schemas: list[StructType | None] = []
+        for index, source in enumerate(self.sources):
+            try:
+                self._schemas.append(_struct(source.schema()))
+            except SplitSourceError as error:
+                self._unknown[index] = error
+                stand_in = self.schema_when_unknown(index)
+                self._schemas.append(None if stand_in is None else _struct(stand_in))
 
     @classmethod
     def from_options(cls, options: Options) -> HybridSource:
@@ -194,39 +213,62 @@ class HybridSource(Source[HybridSplit, HybridState]):
     def configure(self, options: Options) -> None:
         """Take the values of ``extra_options`` and check them with the stages; no-op here."""
 
+    def schema_when_unknown(self, index: int) -> StructType | str | None:
+        """A stand-in for the schema of source ``index`` when it cannot tell its own
+        (files: none under the path yet); ``None``, the default, has none.
+
+        A source without a schema has splits only later, if at all: a stream over an
+        empty first source switches to the next at its first batch. Without a stand-in,
+        a read needs the user's ``.schema(...)``.
+        """
+        return None
+
     @classmethod
     def _build_stage(cls, index: int, given: Mapping[str, str]) -> Source[Any, Any]:
-        stage = cls.stages[index]
         try:
-            source, _ = stage.source_class.from_spark_options(given)
+            source, _ = cls.stages[index].source_class.from_spark_options(given)
         except InvalidOptionError as error:
-            option, problem = error.option, error.problem
-            proportional = cls.proportional_record_limit
-            whole = {
-                name.lower(): name
-                for name in (
-                    *FRAMEWORK_OPTIONS,
-                    *cls.option_aliases,
-                    *([] if proportional is None else [proportional.name]),
-                )
-            }
-            if option.lower() in whole:
-                option = whole[option.lower()]
-                problem = f"applies to the whole read: give it as '{option}', without a prefix"
-            raise InvalidOptionError(
-                cls.format_name(),
-                stage.prefix + option,
-                problem,
-                [stage.prefix + name for name in error.valid],
-            ) from None
+            raise cls._stage_option_error(index, error) from None
         return source
 
+    @classmethod
+    def _stage_option_error(cls, index: int, error: InvalidOptionError) -> InvalidOptionError:
+        """``error`` of source ``index`` as the hybrid's: the option under the stage's prefix."""
+        stage = cls.stages[index]
+        option, problem = error.option, error.problem
+        proportional = cls.proportional_record_limit
+        whole = {
+            name.lower(): name
+            for name in (
+                *FRAMEWORK_OPTIONS,
+                *cls.option_aliases,
+                *([] if proportional is None else [proportional.name]),
+            )
+        }
+        if option.lower() in whole:
+            option = whole[option.lower()]
+            problem = f"applies to the whole read: give it as '{option}', without a prefix"
+        return InvalidOptionError(
+            cls.format_name(),
+            stage.prefix + option,
+            problem,
+            [stage.prefix + name for name in error.valid],
+        )
+
     def check_schemas(self) -> None:
-        """Raise ``SchemaMismatchError`` naming the column and both types where they differ."""
+        """Raise ``SchemaMismatchError`` naming the column and both types where they differ.
+
+        Sources that cannot tell their schema are left out: the read's schema (the user's)
+        decides what they read.
+        """
         target = self._schemas[0]
+        if target is None:
+            return
         first = self.stage_name(0)
         for index in range(1, len(self.sources)):
             stage, schema = self.stages[index], self._schemas[index]
+            if schema is None:
+                continue
             names = {f.name: f for f in schema.fields}
             for column in target.fields:
                 found = names.get(column.name)
@@ -258,8 +300,23 @@ class HybridSource(Source[HybridSplit, HybridState]):
                 )
 
     def stage_schema(self, index: int) -> pa.Schema:
-        """The Arrow schema source ``index`` produces on its own."""
-        return arrow_schema(self._schemas[index])
+        """The Arrow schema source ``index`` produces on its own, or its stand-in.
+
+        Raises
+        ------
+        SplitSourceError
+            Why the source cannot tell its schema, if it cannot and has no stand-in.
+        """
+        return arrow_schema(self._known_schema(index))
+
+    def _known_schema(self, index: int) -> StructType:
+        schema = self._schemas[index]
+        if schema is not None:
+            return schema
+        error = self._unknown[index]
+        if isinstance(error, InvalidOptionError):
+            raise self._stage_option_error(index, error) from error
+        raise error
 
     # --- HybridStages, for the enumerator ----------------------------------------------
 
@@ -286,7 +343,14 @@ class HybridSource(Source[HybridSplit, HybridState]):
     # --- Source --------------------------------------------------------------------------
 
     def schema(self) -> StructType | str:
-        return self.sources[0].schema()
+        """The first source's schema (or its stand-in); called only without ``.schema(...)``.
+
+        Raises
+        ------
+        InvalidOptionError
+            The first source cannot tell its schema and has no stand-in: give ``.schema(...)``.
+        """
+        return self._known_schema(0)
 
     def pin(self) -> None:
         for source in self.sources:
@@ -326,7 +390,8 @@ class HybridSource(Source[HybridSplit, HybridState]):
     def create_reader(self, schema: pa.Schema) -> HybridSplitReader:
         factories = []
         for index, source in enumerate(self.sources):
-            own = arrow_schema(self._schemas[index])
+            known = self._schemas[index]
+            own = schema if known is None else arrow_schema(known)
             missing = [name for name in schema.names if name not in own.names]
             if missing:
                 raise SchemaMismatchError(

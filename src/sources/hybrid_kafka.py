@@ -5,8 +5,9 @@ History sits in files (a topic archived as Parquet or JSON, with ``topic``,
 source reads both as one stream, with one checkpoint. The file source takes the
 options under ``archive.``, the Kafka source those under ``live.``; ``handoff``
 says where Kafka starts (:mod:`enumerators.hybrid_kafka`). Rows have the
-archive's columns; Kafka's columns of the same names are cast to them. See
-docs/hybrid.md.
+archive's columns; Kafka's columns of the same names are cast to them. An empty
+archive (no files yet) has Kafka's columns, unless ``.schema(...)`` says otherwise,
+and the stream switches to Kafka at once. See docs/hybrid.md.
 
 Example::
 
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, ClassVar
+
+from pyspark.sql.types import StructType
 
 from enumerators.base import ReadMode
 from enumerators.hybrid import SwitchContext
@@ -59,6 +62,10 @@ class ArchiveThenKafkaSource(HybridSource):
     )
 
     handoff: str = "offsets"
+
+    def schema_when_unknown(self, index: int) -> StructType | str | None:
+        """An empty archive has Kafka's columns (``key``, ``value``, ``topic``, ...)."""
+        return self.sources[1].schema() if index == 0 else None
 
     def configure(self, options: Options) -> None:
         self.handoff = options["handoff"]
