@@ -7,6 +7,7 @@ offsets go through JSON as Spark's offset log passes them.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +25,12 @@ from enumerators.base import CompletedCheckpoint, EnumeratorContext, ReadMode
 from enumerators.hybrid import HybridState, HybridStateSerializer
 from enumerators.numbers import NumberSequenceStateSerializer
 from helpers.hybrids import NumbersThenRate, NumbersTwice, RateFirst, run_available_now
-from sources.errors import InvalidOptionError, SchemaMismatchError, SplitSourceError
+from sources.errors import (
+    CorruptFileError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    SplitSourceError,
+)
 from sources.files import FileSource
 from sources.hybrid import HybridSource, HybridStage
 from sources.numbers import NumberSequenceSource
@@ -228,6 +234,19 @@ def test_an_empty_first_source_given_a_schema_reads_the_next_one(tmp_path: Path)
     given = {"first.format": "parquet", "first.path": str(tmp_path / "empty"), "then.to": "4"}
     read = read_all(FilesThenNumbers, given, schema="value BIGINT")
     assert read["value"].to_pylist() == [0, 1, 2, 3, 4]
+
+
+def test_an_error_of_a_stage_names_its_options_with_the_stages_prefix(tmp_path: Path) -> None:
+    """A corrupt archive file fails the read; the advice names first.ignoreCorruptFiles, the
+    option the user would set, not the file source's own ignoreCorruptFiles."""
+    path = tmp_path / "in"
+    path.mkdir()
+    (path / "part-0.parquet").write_bytes(b"not parquet at all")
+    given = {"first.format": "parquet", "first.path": str(path), "then.to": "1"}
+    for schema in (None, "value BIGINT"):  # found at load(), then by the reader
+        with pytest.raises(CorruptFileError, match=r"first\.ignoreCorruptFiles=true") as error:
+            read_all(FilesThenNumbers, given, schema=schema)
+        assert not re.search(r"(?<![\w.])ignoreCorruptFiles", str(error.value))
 
 
 # --- streams -------------------------------------------------------------------------

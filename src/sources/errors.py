@@ -50,6 +50,11 @@ class SplitSourceError(Exception):
     InvalidOptionError - Option 'splits' of splitsource.numbers: must be at least 1, got 0
     """
 
+    options_prefix: str | None = None
+    """The prefix of a hybrid's stage whose options the message names as the user gave them
+    (``live.``), once the hybrid has named them; ``None`` before
+    (:class:`~sources.prefixed_options.PrefixedOptions`)."""
+
 
 class InvalidOptionError(SplitSourceError, ValueError):
     """An option given to a source is unknown, missing or has an invalid value.

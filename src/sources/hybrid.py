@@ -60,6 +60,7 @@ from sources.errors import (
     SplitSourceError,
 )
 from sources.options import Option, Options
+from sources.prefixed_options import PrefixedOptions
 from sources.spark.partitions import arrow_schema
 from sources.split import Boundedness
 from sources.splits.hybrid import HybridSplit, HybridSplitSerializer
@@ -133,6 +134,10 @@ class HybridSource(Source[HybridSplit, HybridState]):
     extra_options: ClassVar[Sequence[Option]] = ()
     """Options of the hybrid itself, beside the stages' prefixes."""
 
+    stage_option_names: ClassVar[tuple[PrefixedOptions, ...]] = ()
+    """Each stage's options as the user names them (its prefix, less the options of the
+    whole read): what its errors are rewritten with."""
+
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -159,6 +164,14 @@ class HybridSource(Source[HybridSplit, HybridState]):
         cls.option_aliases = aliases
         limits = [c.proportional_record_limit for c in (s.source_class for s in cls.stages)]
         cls.proportional_record_limit = next((o for o in limits if o is not None), None)
+        whole = {name.lower() for name in cls._whole_read_options()}
+        cls.stage_option_names = tuple(
+            PrefixedOptions.of(
+                stage.prefix,
+                (o.name for o in stage.source_class.options if o.name.lower() not in whole),
+            )
+            for stage in cls.stages
+        )
         classes = [stage.source_class for stage in cls.stages]
         cls.positions_count_records = any(c.positions_count_records for c in classes)
         cls.streams_need_state_location = any(c.streams_need_state_location for c in classes)
@@ -232,19 +245,21 @@ class HybridSource(Source[HybridSplit, HybridState]):
         return source
 
     @classmethod
+    def _whole_read_options(cls) -> tuple[str, ...]:
+        """The options given without a prefix though a stage's source declares them."""
+        proportional = cls.proportional_record_limit
+        return (
+            *FRAMEWORK_OPTIONS,
+            *cls.option_aliases,
+            *([] if proportional is None else [proportional.name]),
+        )
+
+    @classmethod
     def _stage_option_error(cls, index: int, error: InvalidOptionError) -> InvalidOptionError:
         """``error`` of source ``index`` as the hybrid's: the option under the stage's prefix."""
         stage = cls.stages[index]
         option, problem = error.option, error.problem
-        proportional = cls.proportional_record_limit
-        whole = {
-            name.lower(): name
-            for name in (
-                *FRAMEWORK_OPTIONS,
-                *cls.option_aliases,
-                *([] if proportional is None else [proportional.name]),
-            )
-        }
+        whole = {name.lower(): name for name in cls._whole_read_options()}
         if option.lower() in whole:
             option = whole[option.lower()]
             problem = f"applies to the whole read: give it as '{option}', without a prefix"
@@ -316,7 +331,8 @@ class HybridSource(Source[HybridSplit, HybridState]):
         error = self._unknown[index]
         if isinstance(error, InvalidOptionError):
             raise self._stage_option_error(index, error) from error
-        raise error
+        with self.prefixed_options(index).naming_errors():
+            raise error
 
     # --- HybridStages, for the enumerator ----------------------------------------------
 
@@ -326,6 +342,10 @@ class HybridSource(Source[HybridSplit, HybridState]):
     def stage_name(self, index: int) -> str:
         """The stage as messages name it: ``'archive.*' (splitsource.files)``."""
         return f"'{self.stages[index].prefix}*' ({self.sources[index].format_name()})"
+
+    def prefixed_options(self, index: int) -> PrefixedOptions:
+        """The options of stage ``index`` as the user names them, for its errors."""
+        return self.stage_option_names[index]
 
     def stage_source(self, index: int, start: Mapping[str, str]) -> Source[Any, Any]:
         if not start:
@@ -370,13 +390,16 @@ class HybridSource(Source[HybridSplit, HybridState]):
         return self.sources[split.index].split_counts_records(split.split)
 
     def create_enumerator(self, context: EnumeratorContext) -> HybridEnumerator:
-        inner = self.sources[0].create_enumerator(context)
+        with self.prefixed_options(0).naming_errors():
+            inner = self.sources[0].create_enumerator(context)
         return HybridEnumerator(self, context, HybridState(0, None), inner)
 
     def restore_enumerator(
         self, context: EnumeratorContext, state: HybridState
     ) -> HybridEnumerator:
-        inner = self.stage_source(state.index, state.start).restore_enumerator(context, state.state)
+        with self.prefixed_options(state.index).naming_errors():
+            source = self.stage_source(state.index, state.start)
+            inner = source.restore_enumerator(context, state.state)
         return HybridEnumerator(self, context, state, inner)
 
     def refine_plan(self, splits: Sequence[HybridSplit]) -> list[HybridSplit]:
@@ -401,7 +424,7 @@ class HybridSource(Source[HybridSplit, HybridState]):
             # Each source reads the columns asked for in its own types; the runtime casts.
             read = pa.schema([own.field(name) for name in schema.names])
             factories.append(_factory(source, read))
-        return HybridSplitReader(factories)
+        return HybridSplitReader(factories, self.stage_option_names)
 
     def split_serializer(self) -> HybridSplitSerializer:
         return HybridSplitSerializer([source.split_serializer() for source in self.sources])
