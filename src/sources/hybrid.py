@@ -116,6 +116,10 @@ class HybridStage:
     defaults: Mapping[str, str] = field(default_factory=dict)
     """Options this source gets unless the user gives them under ``prefix``."""
 
+    doc: str = ""
+    """What the options table of the docs says of this source's options, after "every option
+    of" the source; its ``defaults`` are listed after it."""
+
 
 class HybridSource(Source[HybridSplit, HybridState]):
     """Reads ``stages`` one after the other as one source; see the module docstring.
@@ -146,7 +150,9 @@ class HybridSource(Source[HybridSplit, HybridState]):
             return
         cls.options = (
             *(
-                Option.prefixed(stage.prefix, f"options of {stage.source_class.format_name()}")
+                Option.prefixed(
+                    stage.prefix, f"options of {stage.source_class.format_name()}"
+                ).listed(_stage_listing(stage), shown="")
                 for stage in cls.stages
             ),
             *cls.extra_options,
@@ -440,6 +446,17 @@ class HybridSource(Source[HybridSplit, HybridState]):
             if found:
                 return found
         return {}
+
+
+def _stage_listing(stage: HybridStage) -> str:
+    """A stage's row in a docs table: every option of its source, its doc, its defaults."""
+    listing = f"every option of `{stage.source_class.format_name()}`"
+    if stage.doc:
+        listing += f", {stage.doc}"
+    if stage.defaults:
+        given = ", ".join(f"`{stage.prefix}{k}={v}`" for k, v in stage.defaults.items())
+        listing += f"; defaults of its own: {given}"
+    return listing
 
 
 def _factory(source: Source[Any, Any], schema: pa.Schema) -> Any:

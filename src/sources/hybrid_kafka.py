@@ -48,8 +48,21 @@ class ArchiveThenKafkaSource(HybridSource):
 
     name = "hybrid"
     stages = (
-        HybridStage(FileSource, "archive.", defaults=ARCHIVE_DEFAULTS),
-        HybridStage(KafkaSource, "live.", project=True),
+        HybridStage(
+            FileSource,
+            "archive.",
+            defaults=ARCHIVE_DEFAULTS,
+            doc="such as `archive.format`, `archive.path`, `archive.storageOptions` "
+            "([files.md](files.md)); every archive file is read, whatever its age",
+        ),
+        HybridStage(
+            KafkaSource,
+            "live.",
+            project=True,
+            doc="such as `live.kafka.bootstrap.servers`, `live.subscribe`, "
+            "`live.startingOffsets` (for the partitions the archive lacks), "
+            "`live.failOnDataLoss` ([kafka.md](kafka.md))",
+        ),
     )
     extra_options: ClassVar = (
         Option.choice(
@@ -58,7 +71,7 @@ class ArchiveThenKafkaSource(HybridSource):
             "or timestamp (at the archive's last timestamp)",
             HANDOFFS,
             default="offsets",
-        ),
+        ).listed("where Kafka starts: `offsets` or `timestamp` (see below)"),
     )
 
     handoff: str = "offsets"
