@@ -18,12 +18,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from enumerators import file_event_time
 from enumerators.base import EnumeratorContext, EventTimeCut, ReadMode
 from enumerators.files import FileEnumerator
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.driving import logged
 from helpers.watermark import late_records
+from readers.formats import parquet
 from sources.errors import InvalidOptionError
 from sources.files import FileSource
 from sources.spark.datasource import data_source_for
@@ -137,7 +137,7 @@ def test_a_stream_reads_each_parquet_footer_once_for_its_event_time(
         read.append(path)
         return pq.read_metadata(path)
 
-    monkeypatch.setattr(file_event_time, "read_metadata", counted)
+    monkeypatch.setattr(parquet, "read_metadata", counted)
     # Files of 1,000 bytes in ranges of 400: a file's splits span batches.
     event_times_read(
         tmp_path,

@@ -7,6 +7,7 @@ offsets go through JSON as Spark's offset log passes them.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,12 +25,18 @@ from enumerators.base import CompletedCheckpoint, EnumeratorContext, ReadMode
 from enumerators.hybrid import HybridState, HybridStateSerializer
 from enumerators.numbers import NumberSequenceStateSerializer
 from helpers.hybrids import NumbersThenRate, NumbersTwice, RateFirst, run_available_now
-from sources.errors import InvalidOptionError, SchemaMismatchError, SplitSourceError
+from sources.errors import (
+    CorruptFileError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    SplitSourceError,
+)
 from sources.files import FileSource
 from sources.hybrid import HybridSource, HybridStage
 from sources.numbers import NumberSequenceSource
 from sources.serialization import frame, unframe
 from sources.spark import register
+from sources.spark.datasource import data_source_for
 from sources.splits.hybrid import HybridSplit, HybridSplitSerializer
 from sources.splits.numbers import NumberSequenceSplit, NumberSequenceSplitSerializer
 from sources.testing import read_all
@@ -207,6 +214,39 @@ def test_a_projection_that_cannot_cast_safely_fails_at_load(tmp_path: Path) -> N
         FilesThenProjectedNumbers.from_spark_options(
             {"first.format": "parquet", "first.path": path, "then.to": "1"}
         )
+
+
+def test_an_empty_first_source_without_a_schema_fails_at_load_asking_for_one(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "empty").mkdir()
+    given = {"first.format": "parquet", "first.path": str(tmp_path / "empty"), "then.to": "4"}
+    with pytest.raises(
+        InvalidOptionError,
+        match=r"'first\.path' of splitsource\.test-files-then-numbers: matches no files"
+        r".*give a schema with \.schema\(\.\.\.\)",
+    ):
+        data_source_for(FilesThenNumbers)(given).schema()
+
+
+def test_an_empty_first_source_given_a_schema_reads_the_next_one(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    given = {"first.format": "parquet", "first.path": str(tmp_path / "empty"), "then.to": "4"}
+    read = read_all(FilesThenNumbers, given, schema="value BIGINT")
+    assert read["value"].to_pylist() == [0, 1, 2, 3, 4]
+
+
+def test_an_error_of_a_stage_names_its_options_with_the_stages_prefix(tmp_path: Path) -> None:
+    """A corrupt archive file fails the read; the advice names first.ignoreCorruptFiles, the
+    option the user would set, not the file source's own ignoreCorruptFiles."""
+    path = tmp_path / "in"
+    path.mkdir()
+    (path / "part-0.parquet").write_bytes(b"not parquet at all")
+    given = {"first.format": "parquet", "first.path": str(path), "then.to": "1"}
+    for schema in (None, "value BIGINT"):  # found at load(), then by the reader
+        with pytest.raises(CorruptFileError, match=r"first\.ignoreCorruptFiles=true") as error:
+            read_all(FilesThenNumbers, given, schema=schema)
+        assert not re.search(r"(?<![\w.])ignoreCorruptFiles", str(error.value))
 
 
 # --- streams -------------------------------------------------------------------------

@@ -2,10 +2,12 @@
 
 A topic of numbers, whose first part is archived in Parquet files, is streamed
 archive-then-Kafka into Spark's parquet sink by a job (:mod:`helpers.kill_job`)
-that is SIGKILLed (Python driver and JVM) when the checkpoint reaches chosen
-batches: in the archive, at its last batch, between the batch that finishes it
-and the first Kafka batch, at the first Kafka batch and after; more records
-reach Kafka between runs. The sink, read with Spark, must hold every number once.
+that is SIGKILLed (Python driver and JVM): by the test when the checkpoint
+reaches chosen batches (in the archive, at its last batch, at the first Kafka
+batch), and once by the source itself at the switch
+(``splitsource.killoncehybrid``), between the commit of the batch that finishes
+the archive and the logging of the first Kafka batch. More records reach Kafka
+between runs. The sink, read with Spark, must hold every number once.
 """
 
 from __future__ import annotations
@@ -31,26 +33,25 @@ PROGRESS_TIMEOUT = 180.0
 FINAL_TIMEOUT = 300.0
 
 
+def sources_read(offsets: Path, batch: int) -> set[int]:
+    """The hybrid's sources (0: the archive, 1: Kafka) whose splits batch ``batch`` lists."""
+    logged = json.loads((offsets / str(batch)).read_text().splitlines()[2])
+    return {int(split_id.split(":", 1)[0]) for split_id in logged["positions"]}
+
+
 def kafka_batches(offsets: Path) -> list[int]:
-    """The logged batches whose end offset reads Kafka (split ids of source 1)."""
-    found = []
-    for batch in batch_ids(offsets):
-        lines = (offsets / str(batch)).read_text().splitlines()
-        if any('"1:' in line for line in lines[2:]):
-            found.append(batch)
-    return found
+    """The logged batches that read Kafka."""
+    return [batch for batch in batch_ids(offsets) if 1 in sources_read(offsets, batch)]
 
 
-def wait_until(condition: Any, job: Job) -> bool:
-    """Poll ``condition`` every 10 ms while ``job`` runs; False if it ended first."""
+def wait_until(condition: Any, job: Job) -> None:
+    """Poll ``condition`` every 10 ms while ``job`` runs; fail if it ends first."""
     deadline = time.monotonic() + PROGRESS_TIMEOUT
     while not condition():
-        if not job.running():
-            return False
+        assert job.running(), f"the run ended before the test killed it\n{job.tail()}"
         if time.monotonic() > deadline:
             pytest.fail(f"no progress within {PROGRESS_TIMEOUT:.0f}s\n{job.tail()}")
         time.sleep(0.01)
-    return True
 
 
 @pytest.mark.timeout(1500)
@@ -63,10 +64,11 @@ def test_driver_sigkills_around_the_switch_lose_and_duplicate_nothing(
     assert archive_in_files(kafka_broker, topic, tmp_path / "archive", ARCHIVE_FILES) == ARCHIVED
     checkpoint, output = tmp_path / "checkpoint", tmp_path / "output"
     offsets, commits = checkpoint / "offsets", checkpoint / "commits"
+    marker = tmp_path / "killed-at-switch"
     settings: dict[str, Any] = {
         "checkpoint": str(checkpoint),
         "output": str(output),
-        "format": "hybrid",
+        "format": "killoncehybrid",
         "select": ["CAST(value AS BIGINT) AS value"],
         "options": {
             "archive.format": "parquet",
@@ -76,26 +78,26 @@ def test_driver_sigkills_around_the_switch_lose_and_duplicate_nothing(
             "maxFilesPerTrigger": "1",
             "maxOffsetsPerTrigger": "4000",
             "stateLocation": str(tmp_path / "state"),
+            "killMarker": str(marker),
         },
     }
-    seam = ARCHIVE_FILES  # the first Kafka batch, if every archive batch reads one file
-    # (what to wait for, what it is): each run is killed once its condition holds.
+    seam = ARCHIVE_FILES  # the first Kafka batch: every archive batch reads one file
+    # Each run is killed by the test once its condition holds, or (None) by the source
+    # itself at the switch.
     kills = [
-        (lambda: last_batch(offsets) >= 2, "in the archive"),
-        (lambda: last_batch(offsets) >= seam - 1, "at the archive's last batch"),
-        (lambda: last_batch(commits) >= seam - 1, "after the archive's last commit"),
-        (lambda: bool(kafka_batches(offsets)), "at the first Kafka batch"),
-        (lambda: last_batch(commits) >= seam + 2, "after the switch"),
+        lambda: last_batch(offsets) >= 2,  # in the archive
+        lambda: last_batch(offsets) >= seam - 1,  # logged the archive's last batch
+        None,  # at the switch
+        lambda: bool(kafka_batches(offsets)),  # logged the first Kafka batch
     ]
     produced = ARCHIVED
-    points = []
 
     def standing_by(name: str) -> Job:
         jobs.append(Job.standing_by(settings, tmp_path, name))
         return jobs[-1]
 
     upcoming = standing_by("run-0")
-    for run, (condition, moment) in enumerate(kills):
+    for run, condition in enumerate(kills):
         more = produced + LIVE // len(kills)
         kafka_broker.produce(topic, [str(n) for n in range(produced, more)])
         produced = more
@@ -103,21 +105,22 @@ def test_driver_sigkills_around_the_switch_lose_and_duplicate_nothing(
         job.wait_until_ready(PROGRESS_TIMEOUT)
         job.go("continuous")
         upcoming = standing_by(f"run-{run + 1}")
-        if not wait_until(condition, job):
-            assert job.wait(10) == 0, job.tail()
+        if condition is not None:
+            wait_until(condition, job)
+            job.kill()
             continue
-        job.kill()
-        points.append((moment, last_batch(offsets), last_batch(commits)))
+        assert job.wait(PROGRESS_TIMEOUT) != 0, job.tail()
+        job.kill()  # what the switch's kill left of the run's process group
+        assert marker.exists(), f"the run ended, but not at the switch\n{job.tail()}"
+        # The batch that finished the archive is committed; no Kafka batch is logged.
+        assert (last_batch(offsets), last_batch(commits)) == (seam - 1, seam - 1)
+        assert sources_read(offsets, seam - 1) == {0}
     final = upcoming
     final.wait_until_ready(PROGRESS_TIMEOUT)
     final.go("availableNow")
     assert final.wait(FINAL_TIMEOUT) == 0, final.tail()
-    print(json.dumps(points))
 
-    first_kafka = min(kafka_batches(offsets))
-    assert first_kafka >= ARCHIVE_FILES, "the archive's batches each read a file"
-    logged_at_kill = [logged for _, logged, _ in points]
-    assert any(logged < first_kafka - 1 for logged in logged_at_kill), points
-    assert any(logged == first_kafka - 1 for logged in logged_at_kill), points
-    assert any(logged >= first_kafka for logged in logged_at_kill), points
+    # The restart after the switch went on with Kafka: no later batch reads the archive.
+    after = {batch: sources_read(offsets, batch) for batch in batch_ids(offsets)[seam:]}
+    assert min(after) == seam and all(read == {1} for read in after.values()), after
     assert_every_number_once(spark, output, produced - 1)

@@ -6,6 +6,7 @@ The archive is the topic's own records, read back and written as files
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,14 +22,18 @@ from pyspark.sql import functions as F
 from enumerators.base import EnumeratorContext, ReadMode
 from enumerators.files import FileEnumeratorState, FileEnumeratorStateSerializer
 from enumerators.hybrid import HybridState, HybridStateSerializer
+from enumerators.hybrid_kafka import archive_ends
 from enumerators.kafka import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
 from enumerators.runtime.admission import RecordSharing
 from helpers.archives import archive, archive_in_files, topic_records
 from helpers.hybrids import run_available_now
+from readers.formats.parquet import ParquetFormat
 from sources.errors import InvalidOptionError
+from sources.files import FileSource
 from sources.hybrid_kafka import ArchiveThenKafkaSource
 from sources.serialization import frame, unframe
-from sources.spark.datasource import data_source_for
+from sources.spark.datasource import data_source_for, plan_bounded
+from sources.splits.files import FileSplit
 from sources.splits.kafka import KafkaPartitionSplit
 from sources.testing.planning import logged, next_batch, partition_splits, stream_reader
 
@@ -142,6 +147,68 @@ def test_max_offsets_per_trigger_is_given_once_for_the_whole_read(tmp_path: Path
     both = {**given, "maxOffsetsPerTrigger": "50", "maxRecordsPerTrigger": "50"}
     with pytest.raises(InvalidOptionError, match=r"'maxOffsetsPerTrigger'.*maxRecordsPerTrigger"):
         data_source_for(ArchiveThenKafkaSource)(both)
+
+
+def _archive_of(path: Path) -> tuple[FileSource, pa.Schema, list[FileSplit]]:
+    """The archive stage of a hybrid over ``path``, its schema, and the splits of its files."""
+    source, _ = ArchiveThenKafkaSource.from_spark_options(options("127.0.0.1:1", "t", path))
+    archive = source.sources[0]
+    assert isinstance(archive, FileSource)
+    return archive, source.stage_schema(0), plan_bounded(archive)
+
+
+def _rows_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The Parquet files whose rows are read from now on (footers aside)."""
+    read: list[str] = []
+    original = ParquetFormat.read_range
+
+    def counted(self: ParquetFormat, fs: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        read.append(Path(path).name)
+        return original(self, fs, path, *args, **kwargs)
+
+    monkeypatch.setattr(ParquetFormat, "read_range", counted)
+    return read
+
+
+def test_the_offsets_handoff_reads_rows_only_of_files_whose_statistics_do_not_tell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row group of one topic partition tells its last offset by its statistics; a row
+    group of two partitions is read."""
+    path = tmp_path / "archive"
+    path.mkdir()
+
+    def records(partition: int, offsets: range) -> pa.Table:
+        return pa.table(
+            {
+                "topic": ["t"] * len(offsets),
+                "partition": pa.array([partition] * len(offsets), pa.int32()),
+                "offset": pa.array(offsets, pa.int64()),
+            }
+        )
+
+    with pq.ParquetWriter(path / "grouped.parquet", records(0, range(1)).schema) as grouped:
+        grouped.write_table(records(0, range(0, 40)))  # a row group per partition
+        grouped.write_table(records(1, range(0, 7)))
+    mixed = pa.concat_tables([records(1, range(7, 12)), records(2, range(0, 3))])
+    pq.write_table(mixed, path / "mixed.parquet")  # one row group, two partitions
+    read = _rows_read(monkeypatch)
+
+    assert archive_ends(*_archive_of(path)) == {("t", 0): 39, ("t", 1): 11, ("t", 2): 2}
+    assert read == ["mixed.parquet"]
+
+
+def test_the_offsets_handoff_takes_topic_and_partition_from_partition_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for partition, last in ((0, 9), (1, 4)):
+        directory = tmp_path / "archive" / "topic=t" / f"partition={partition}"
+        directory.mkdir(parents=True)
+        pq.write_table(pa.table({"offset": range(last + 1)}), directory / "part.parquet")
+    read = _rows_read(monkeypatch)
+
+    assert archive_ends(*_archive_of(tmp_path / "archive")) == {("t", 0): 9, ("t", 1): 4}
+    assert read == []
 
 
 # --- with the broker -----------------------------------------------------------------
@@ -312,6 +379,54 @@ def test_available_now_reads_through_the_switch_exactly_once_under_admission_lim
 
 @pytest.mark.kafka
 @pytest.mark.spark
+def test_a_stream_over_an_empty_archive_starts_on_kafka_with_kafkas_columns(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    name = topic(partitions=2)
+    written(kafka_broker, name, 2, 10)
+    (tmp_path / "archive").mkdir()  # no files yet
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        stateLocation=tmp_path / "state",
+        **{"live.startingOffsets": "earliest"},
+    )
+    frame = spark.readStream.format(FORMAT).options(**given).load()
+    assert frame.schema.simpleString().startswith(
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp"
+    )
+    assert run_available_now(frame, tmp_path).exception() is None
+    rows = hybrid_rows(spark.read.parquet(str(tmp_path / "out")))
+    assert positions(rows) == Counter({(p, o): 1 for p in (0, 1) for o in range(10)})
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_stream_over_an_empty_archive_reads_kafka_in_the_schema_given(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    name = topic(partitions=1)
+    written(kafka_broker, name, 1, 5)
+    (tmp_path / "archive").mkdir()  # no files yet
+    given = options(
+        kafka_broker,
+        name,
+        tmp_path / "archive",
+        stateLocation=tmp_path / "state",
+        **{"live.startingOffsets": "earliest"},
+    )
+    schema = "value STRING, partition INT, offset BIGINT"
+    frame = spark.readStream.format(FORMAT).options(**given).schema(schema).load()
+    assert run_available_now(frame, tmp_path).exception() is None
+    rows = spark.read.parquet(str(tmp_path / "out")).orderBy("offset").collect()
+    assert [(row.value, row.partition, row.offset) for row in rows] == [
+        (f"v0-{i}", 0, i) for i in range(5)
+    ]
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
 def test_the_timestamp_handoff_starts_kafka_at_the_archives_last_time(
     spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -371,7 +486,9 @@ def test_a_kafka_start_already_deleted_by_retention_fails_or_reads_on(
     if fail_on_data_loss:
         with pytest.raises(Exception, match=r"offsets \[50, 200\) are gone") as error:
             run_available_now(numbers, tmp_path)
-        assert "failOnDataLoss=false" in str(error.value)
+        # The option as the user gives it to splitsource.hybrid, never Kafka's own name.
+        assert "set live.failOnDataLoss=false" in str(error.value)
+        assert not re.search(r"(?<![\w.])failOnDataLoss", str(error.value))
         return
     assert run_available_now(numbers, tmp_path).exception() is None
     read = sorted(row.n for row in spark.read.parquet(str(tmp_path / "out")).collect())

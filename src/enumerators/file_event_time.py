@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Literal, NoReturn, Protocol
@@ -21,7 +20,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from readers.formats.parquet import read_metadata
+from readers.formats.parquet import read_footers
 from readers.formats.zones import as_instants
 from sources.errors import InvalidOptionError
 from sources.partitioning import DEFAULT_PARTITION_NAME, unescape
@@ -38,8 +37,6 @@ __all__ = [
 
 EVENT_TIME_OPTION = "eventTime"
 _NAME = re.compile(r"[^\s,:]+")
-_FOOTER_READERS = 16
-"""Footers read at once: reading them is waiting for storage, not computing."""
 _TIME_PARTS = 2
 """Partition columns after the first: the hour, then the minute."""
 
@@ -149,13 +146,11 @@ class ColumnStatistics(FileEventTime):
     reads_files = True
 
     def earliest(self, fs: fsspec.AbstractFileSystem, files: Sequence[DescribedFile]) -> list[int]:
-        if len(files) <= 1:
-            return [self._least(fs, file.path) for file in files]
-        with ThreadPoolExecutor(min(_FOOTER_READERS, len(files))) as pool:
-            return list(pool.map(lambda file: self._least(fs, file.path), files))
+        paths = [file.path for file in files]
+        footers = read_footers(fs, paths)
+        return [self._least(path, footer) for path, footer in zip(paths, footers, strict=True)]
 
-    def _least(self, fs: fsspec.AbstractFileSystem, path: str) -> int:
-        metadata = read_metadata(fs, path)
+    def _least(self, path: str, metadata: pq.FileMetaData) -> int:
         least: int | None = None
         for index in range(metadata.num_row_groups):
             group = metadata.row_group(index)

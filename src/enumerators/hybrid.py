@@ -19,6 +19,9 @@ on both sides of the seam.
 The state is the active index, the active enumerator's state and the start
 options the active source was built with (:class:`HybridState`): all that a
 restart needs to rebuild the same source and enumerator.
+
+An error a source raises through the enumerator names that source's options as the
+user gave them, under the source's prefix (:mod:`sources.prefixed_options`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from __future__ import annotations
 import json
 import struct
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -42,6 +46,7 @@ from sources.splits.hybrid import HybridSplit, PerSourceSerializer
 
 if TYPE_CHECKING:
     from sources.api import Source
+    from sources.prefixed_options import PrefixedOptions
     from sources.split import SourceSplit
 
 __all__ = [
@@ -155,6 +160,9 @@ class HybridStages(Protocol):
     def stage_name(self, index: int) -> str:
         """How messages name source ``index`` (its option prefix and format)."""
 
+    def prefixed_options(self, index: int) -> PrefixedOptions:
+        """The options of source ``index`` as the user gives them, for its errors."""
+
 
 class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[int, Any]]):
     """Runs the active source's enumerator and switches to the next; see the module docstring.
@@ -207,22 +215,31 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
         """The index of the source being read."""
         return self._index
 
+    @contextmanager
+    def _named(self, index: int | None = None) -> Iterator[None]:
+        """Errors of source ``index`` (the active one by default) name its options as given."""
+        with self._stages.prefixed_options(self._index if index is None else index).naming_errors():
+            yield
+
     def start(self) -> None:
-        self._inner.start()
+        with self._named():
+            self._inner.start()
 
     def discover_more_splits(self) -> tuple[int, Any]:
         with self._lock:
             index, inner = self._index, self._inner
         # Earlier sources discover on the planning thread, where the switch waits for them.
         if index == self._last and isinstance(inner, PeriodicSplitEnumerator):
-            return index, inner.discover_more_splits()
+            with self._named(index):
+                return index, inner.discover_more_splits()
         return index, None
 
     def handle_discovered_splits(self, discovered: tuple[int, Any]) -> None:
         index, found = discovered
         if index == self._index and found is not None:
             assert isinstance(self._inner, PeriodicSplitEnumerator)
-            self._inner.handle_discovered_splits(found)
+            with self._named():
+                self._inner.handle_discovered_splits(found)
 
     def handle_splits_in_flight(self, splits: Sequence[HybridSplit]) -> None:
         self._in_flight = any(split.index == self._index for split in splits)
@@ -230,23 +247,24 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
     def next_splits(self, max_splits: int | None = None) -> list[HybridSplit]:
         rediscovered = False
         while True:
-            if self._fresh:
-                self._fresh = False
-                self._discover_active()
-            taken = [HybridSplit(self._index, s) for s in self._inner.next_splits(max_splits)]
-            if taken:
-                self._check_bounded(taken)
-                self._in_flight = True
-                return taken
-            if not self._at_seam():
-                return []
-            if self._mode is ReadMode.STREAM and not rediscovered:
-                # The end of a source that is still filling (files arriving) is where one
-                # more discovery, made once everything found before was read, finds nothing.
-                rediscovered = True
-                self._discover_active()
-                if not self._inner.is_end_of_input():
-                    continue
+            with self._named():  # the source active at this turn
+                if self._fresh:
+                    self._fresh = False
+                    self._discover_active()
+                taken = [HybridSplit(self._index, s) for s in self._inner.next_splits(max_splits)]
+                if taken:
+                    self._check_bounded(taken)
+                    self._in_flight = True
+                    return taken
+                if not self._at_seam():
+                    return []
+                if self._mode is ReadMode.STREAM and not rediscovered:
+                    # The end of a source that is still filling (files arriving) is where one
+                    # more discovery, made once everything found before was read, finds nothing.
+                    rediscovered = True
+                    self._discover_active()
+                    if not self._inner.is_end_of_input():
+                        continue
             self._switch()
 
     def _at_seam(self) -> bool:
@@ -274,16 +292,19 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
                 )
 
     def _switch(self) -> None:
-        final_state = self._inner.snapshot_state(self._checkpoint_id)
+        with self._named():
+            final_state = self._inner.snapshot_state(self._checkpoint_id)
         previous = self._source
         index = self._index + 1
-        next_source = self._stages.stage_source(index, {})
-        context = SwitchContext(previous, final_state, self._mode, next_source)
-        start = dict(self._stages.stage_start(index, context))
-        source = self._stages.stage_source(index, start)
-        enumerator = source.create_enumerator(self._context)
-        enumerator.start()
-        self._inner.close()
+        with self._named(index):
+            next_source = self._stages.stage_source(index, {})
+            context = SwitchContext(previous, final_state, self._mode, next_source)
+            start = dict(self._stages.stage_start(index, context))
+            source = self._stages.stage_source(index, start)
+            enumerator = source.create_enumerator(self._context)
+            enumerator.start()
+        with self._named():
+            self._inner.close()
         with self._lock:
             self._index, self._start, self._source, self._inner = index, start, source, enumerator
         self._fresh, self._in_flight = True, False
@@ -298,33 +319,39 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
                 "A hybrid source got splits back of a source it has already switched away "
                 "from; splits are given back only from the batch being planned."
             )
-        self._inner.add_splits_back(mine)
+        with self._named():
+            self._inner.add_splits_back(mine)
 
     def snapshot_state(self, checkpoint_id: int) -> HybridState:
         self._checkpoint_id = checkpoint_id
-        return HybridState(self._index, self._inner.snapshot_state(checkpoint_id), self._start)
+        with self._named():
+            state = self._inner.snapshot_state(checkpoint_id)
+        return HybridState(self._index, state, self._start)
 
     def latest_positions(self, splits: Sequence[HybridSplit]) -> Mapping[str, int]:
         positions: dict[str, int] = {}
         for index in sorted({split.index for split in splits}):
             of_index = {s.split.split_id: s for s in splits if s.index == index}
             inner = [s.split for s in of_index.values()]
-            if index == self._index:
-                latest = self._inner.latest_positions(inner)
-            else:  # a later source, while AvailableNow fixes its target
-                latest = self._with_provisional(index, _latest_of(inner))
+            with self._named(index):
+                if index == self._index:
+                    latest = self._inner.latest_positions(inner)
+                else:  # a later source, while AvailableNow fixes its target
+                    latest = self._with_provisional(index, _latest_of(inner))
             positions.update({of_index[sid].split_id: p for sid, p in latest.items()})
         return positions
 
     def pending(self) -> Mapping[str, int]:
         """The active source's figures, and ``activeSource``: its index, 0 first."""
-        return {**self._inner.pending(), "activeSource": self._index}
+        with self._named():
+            return {**self._inner.pending(), "activeSource": self._index}
 
     def splits_available_later(self) -> list[HybridSplit]:
         """The splits of every later source as its own options start it (ids are what count)."""
         later: list[HybridSplit] = []
         for index in range(self._index + 1, self._last + 1):
-            splits = self._with_provisional(index, _all_splits)
+            with self._named(index):
+                splits = self._with_provisional(index, _all_splits)
             later += [HybridSplit(index, split) for split in splits]
         return later
 
@@ -342,7 +369,8 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
     def handle_rewound_split(
         self, split: HybridSplit, position: int, readable: int
     ) -> HybridSplit | None:
-        replaced = self._inner.handle_rewound_split(split.split, position, readable)
+        with self._named():
+            replaced = self._inner.handle_rewound_split(split.split, position, readable)
         return None if replaced is None else HybridSplit(split.index, replaced)
 
     def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint[HybridSplit]) -> None:
@@ -351,17 +379,18 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
         ids = {
             sid: s.split.split_id for sid, s in checkpoint.splits.items() if s.index == self._index
         }
-        self._inner.notify_checkpoint_complete(
-            CompletedCheckpoint(
-                checkpoint.checkpoint_id,
-                {ids[sid]: checkpoint.splits[sid].split for sid in ids},
-                {ids[sid]: checkpoint.positions[sid] for sid in ids},
-                frozenset(ids[sid] for sid in checkpoint.finished if sid in ids),
-            )
+        completed = CompletedCheckpoint(
+            checkpoint.checkpoint_id,
+            {ids[sid]: checkpoint.splits[sid].split for sid in ids},
+            {ids[sid]: checkpoint.positions[sid] for sid in ids},
+            frozenset(ids[sid] for sid in checkpoint.finished if sid in ids),
         )
+        with self._named():
+            self._inner.notify_checkpoint_complete(completed)
 
     def close(self) -> None:
-        self._inner.close()
+        with self._named():
+            self._inner.close()
 
 
 def _latest_of(

@@ -200,10 +200,12 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
             ),
             "partition": pa.array(np.full(count, split.partition, np.int32)),
             "offset": pa.array(offsets),
-            "timestamp": pa.array(stamps[:, 1] * 1000).cast(self._schema.field("timestamp").type),
             # librdkafka counts timestamp types from 1 (0: none); Spark from 0 (-1: none).
             "timestampType": pa.array((stamps[:, 0] - 1).astype(np.int32)),
         }
+        if "timestamp" in self._schema.names:  # a read schema of the user's may leave it out
+            stamp = self._schema.field("timestamp").type
+            columns["timestamp"] = pa.array(stamps[:, 1] * 1000).cast(stamp)
         if "headers" in self._schema.names:
             headers = [
                 None if pairs is None else [{"key": k, "value": v} for k, v in pairs]

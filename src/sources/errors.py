@@ -7,6 +7,7 @@ to do about it. Catch :class:`SplitSourceError` to catch them all.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 __all__ = [
     "CorruptDataError",
@@ -49,6 +50,11 @@ class SplitSourceError(Exception):
     InvalidOptionError - Option 'splits' of splitsource.numbers: must be at least 1, got 0
     """
 
+    options_prefix: str | None = None
+    """The prefix of a hybrid's stage whose options the message names as the user gave them
+    (``live.``), once the hybrid has named them; ``None`` before
+    (:class:`~sources.prefixed_options.PrefixedOptions`)."""
+
 
 class InvalidOptionError(SplitSourceError, ValueError):
     """An option given to a source is unknown, missing or has an invalid value.
@@ -68,6 +74,11 @@ class InvalidOptionError(SplitSourceError, ValueError):
         listed = ", ".join(sorted(self.valid))
         hint = f" Valid options for {source}: {listed}." if listed else ""
         super().__init__(f"Option '{option}' of {source}: {problem}.{hint}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its fields (its ``__init__`` takes them), its message as it stands."""
+        fields = (self.source, self.option, self.problem, self.valid)
+        return (type(self), fields, {**self.__dict__, "args": self.args})
 
 
 class UnsupportedSparkVersionError(SplitSourceError, RuntimeError):

@@ -10,6 +10,11 @@ Checked at ``load()``: every source but the last supports bounded reads, and the
 sources' schemas agree, or a stage that projects has every column of the
 hybrid's schema (the first source's) in a type that casts safely to it.
 
+A source that cannot tell its schema yet (files: none under the path) does not stop
+a read that is given its schema with ``.schema(...)``, nor one whose hybrid knows a
+stand-in (:meth:`HybridSource.schema_when_unknown`); without either, ``load()``
+fails with the source's error, its options named with the stage's prefix.
+
 Examples
 --------
 >>> from sources.numbers import NumberSequenceSource
@@ -48,8 +53,14 @@ from enumerators.hybrid import (
 )
 from readers.hybrid import HybridSplitReader
 from sources.api import Source
-from sources.errors import InvalidOptionError, SchemaMismatchError, SourceDefinitionError
+from sources.errors import (
+    InvalidOptionError,
+    SchemaMismatchError,
+    SourceDefinitionError,
+    SplitSourceError,
+)
 from sources.options import Option, Options
+from sources.prefixed_options import PrefixedOptions
 from sources.spark.partitions import arrow_schema
 from sources.split import Boundedness
 from sources.splits.hybrid import HybridSplit, HybridSplitSerializer
@@ -105,6 +116,10 @@ class HybridStage:
     defaults: Mapping[str, str] = field(default_factory=dict)
     """Options this source gets unless the user gives them under ``prefix``."""
 
+    doc: str = ""
+    """What the options table of the docs says of this source's options, after "every option
+    of" the source; its ``defaults`` are listed after it."""
+
 
 class HybridSource(Source[HybridSplit, HybridState]):
     """Reads ``stages`` one after the other as one source; see the module docstring.
@@ -123,6 +138,10 @@ class HybridSource(Source[HybridSplit, HybridState]):
     extra_options: ClassVar[Sequence[Option]] = ()
     """Options of the hybrid itself, beside the stages' prefixes."""
 
+    stage_option_names: ClassVar[tuple[PrefixedOptions, ...]] = ()
+    """Each stage's options as the user names them (its prefix, less the options of the
+    whole read): what its errors are rewritten with."""
+
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -131,7 +150,9 @@ class HybridSource(Source[HybridSplit, HybridState]):
             return
         cls.options = (
             *(
-                Option.prefixed(stage.prefix, f"options of {stage.source_class.format_name()}")
+                Option.prefixed(
+                    stage.prefix, f"options of {stage.source_class.format_name()}"
+                ).listed(_stage_listing(stage), shown="")
                 for stage in cls.stages
             ),
             *cls.extra_options,
@@ -149,6 +170,14 @@ class HybridSource(Source[HybridSplit, HybridState]):
         cls.option_aliases = aliases
         limits = [c.proportional_record_limit for c in (s.source_class for s in cls.stages)]
         cls.proportional_record_limit = next((o for o in limits if o is not None), None)
+        whole = {name.lower() for name in cls._whole_read_options()}
+        cls.stage_option_names = tuple(
+            PrefixedOptions.of(
+                stage.prefix,
+                (o.name for o in stage.source_class.options if o.name.lower() not in whole),
+            )
+            for stage in cls.stages
+        )
         classes = [stage.source_class for stage in cls.stages]
         cls.positions_count_records = any(c.positions_count_records for c in classes)
         cls.streams_need_state_location = any(c.streams_need_state_location for c in classes)
@@ -162,7 +191,16 @@ class HybridSource(Source[HybridSplit, HybridState]):
         self.stage_options = tuple(dict(options) for options in stage_options)
         self.sources = tuple(sources)
         self._started: dict[tuple[int, tuple[tuple[str, str], ...]], Source[Any, Any]] = {}
-        self._schemas = [_struct(source.schema()) for source in self.sources]
+        self._unknown: dict[int, SplitSourceError] = {}
+        """Why a source cannot tell its schema, by index."""
+        self._schemas: list[StructType | None] = []
+        for index, source in enumerate(self.sources):
+            try:
+                self._schemas.append(_struct(source.schema()))
+            except SplitSourceError as error:
+                self._unknown[index] = error
+                stand_in = self.schema_when_unknown(index)
+                self._schemas.append(None if stand_in is None else _struct(stand_in))
 
     @classmethod
     def from_options(cls, options: Options) -> HybridSource:
@@ -194,39 +232,64 @@ class HybridSource(Source[HybridSplit, HybridState]):
     def configure(self, options: Options) -> None:
         """Take the values of ``extra_options`` and check them with the stages; no-op here."""
 
+    def schema_when_unknown(self, index: int) -> StructType | str | None:
+        """A stand-in for the schema of source ``index`` when it cannot tell its own
+        (files: none under the path yet); ``None``, the default, has none.
+
+        A source without a schema has splits only later, if at all: a stream over an
+        empty first source switches to the next at its first batch. Without a stand-in,
+        a read needs the user's ``.schema(...)``.
+        """
+        return None
+
     @classmethod
     def _build_stage(cls, index: int, given: Mapping[str, str]) -> Source[Any, Any]:
-        stage = cls.stages[index]
         try:
-            source, _ = stage.source_class.from_spark_options(given)
+            source, _ = cls.stages[index].source_class.from_spark_options(given)
         except InvalidOptionError as error:
-            option, problem = error.option, error.problem
-            proportional = cls.proportional_record_limit
-            whole = {
-                name.lower(): name
-                for name in (
-                    *FRAMEWORK_OPTIONS,
-                    *cls.option_aliases,
-                    *([] if proportional is None else [proportional.name]),
-                )
-            }
-            if option.lower() in whole:
-                option = whole[option.lower()]
-                problem = f"applies to the whole read: give it as '{option}', without a prefix"
-            raise InvalidOptionError(
-                cls.format_name(),
-                stage.prefix + option,
-                problem,
-                [stage.prefix + name for name in error.valid],
-            ) from None
+            raise cls._stage_option_error(index, error) from None
         return source
 
+    @classmethod
+    def _whole_read_options(cls) -> tuple[str, ...]:
+        """The options given without a prefix though a stage's source declares them."""
+        proportional = cls.proportional_record_limit
+        return (
+            *FRAMEWORK_OPTIONS,
+            *cls.option_aliases,
+            *([] if proportional is None else [proportional.name]),
+        )
+
+    @classmethod
+    def _stage_option_error(cls, index: int, error: InvalidOptionError) -> InvalidOptionError:
+        """``error`` of source ``index`` as the hybrid's: the option under the stage's prefix."""
+        stage = cls.stages[index]
+        option, problem = error.option, error.problem
+        whole = {name.lower(): name for name in cls._whole_read_options()}
+        if option.lower() in whole:
+            option = whole[option.lower()]
+            problem = f"applies to the whole read: give it as '{option}', without a prefix"
+        return InvalidOptionError(
+            cls.format_name(),
+            stage.prefix + option,
+            problem,
+            [stage.prefix + name for name in error.valid],
+        )
+
     def check_schemas(self) -> None:
-        """Raise ``SchemaMismatchError`` naming the column and both types where they differ."""
+        """Raise ``SchemaMismatchError`` naming the column and both types where they differ.
+
+        Sources that cannot tell their schema are left out: the read's schema (the user's)
+        decides what they read.
+        """
         target = self._schemas[0]
+        if target is None:
+            return
         first = self.stage_name(0)
         for index in range(1, len(self.sources)):
             stage, schema = self.stages[index], self._schemas[index]
+            if schema is None:
+                continue
             names = {f.name: f for f in schema.fields}
             for column in target.fields:
                 found = names.get(column.name)
@@ -258,8 +321,24 @@ class HybridSource(Source[HybridSplit, HybridState]):
                 )
 
     def stage_schema(self, index: int) -> pa.Schema:
-        """The Arrow schema source ``index`` produces on its own."""
-        return arrow_schema(self._schemas[index])
+        """The Arrow schema source ``index`` produces on its own, or its stand-in.
+
+        Raises
+        ------
+        SplitSourceError
+            Why the source cannot tell its schema, if it cannot and has no stand-in.
+        """
+        return arrow_schema(self._known_schema(index))
+
+    def _known_schema(self, index: int) -> StructType:
+        schema = self._schemas[index]
+        if schema is not None:
+            return schema
+        error = self._unknown[index]
+        if isinstance(error, InvalidOptionError):
+            raise self._stage_option_error(index, error) from error
+        with self.prefixed_options(index).naming_errors():
+            raise error
 
     # --- HybridStages, for the enumerator ----------------------------------------------
 
@@ -269,6 +348,10 @@ class HybridSource(Source[HybridSplit, HybridState]):
     def stage_name(self, index: int) -> str:
         """The stage as messages name it: ``'archive.*' (splitsource.files)``."""
         return f"'{self.stages[index].prefix}*' ({self.sources[index].format_name()})"
+
+    def prefixed_options(self, index: int) -> PrefixedOptions:
+        """The options of stage ``index`` as the user names them, for its errors."""
+        return self.stage_option_names[index]
 
     def stage_source(self, index: int, start: Mapping[str, str]) -> Source[Any, Any]:
         if not start:
@@ -286,7 +369,14 @@ class HybridSource(Source[HybridSplit, HybridState]):
     # --- Source --------------------------------------------------------------------------
 
     def schema(self) -> StructType | str:
-        return self.sources[0].schema()
+        """The first source's schema (or its stand-in); called only without ``.schema(...)``.
+
+        Raises
+        ------
+        InvalidOptionError
+            The first source cannot tell its schema and has no stand-in: give ``.schema(...)``.
+        """
+        return self._known_schema(0)
 
     def pin(self) -> None:
         for source in self.sources:
@@ -306,13 +396,16 @@ class HybridSource(Source[HybridSplit, HybridState]):
         return self.sources[split.index].split_counts_records(split.split)
 
     def create_enumerator(self, context: EnumeratorContext) -> HybridEnumerator:
-        inner = self.sources[0].create_enumerator(context)
+        with self.prefixed_options(0).naming_errors():
+            inner = self.sources[0].create_enumerator(context)
         return HybridEnumerator(self, context, HybridState(0, None), inner)
 
     def restore_enumerator(
         self, context: EnumeratorContext, state: HybridState
     ) -> HybridEnumerator:
-        inner = self.stage_source(state.index, state.start).restore_enumerator(context, state.state)
+        with self.prefixed_options(state.index).naming_errors():
+            source = self.stage_source(state.index, state.start)
+            inner = source.restore_enumerator(context, state.state)
         return HybridEnumerator(self, context, state, inner)
 
     def refine_plan(self, splits: Sequence[HybridSplit]) -> list[HybridSplit]:
@@ -326,7 +419,8 @@ class HybridSource(Source[HybridSplit, HybridState]):
     def create_reader(self, schema: pa.Schema) -> HybridSplitReader:
         factories = []
         for index, source in enumerate(self.sources):
-            own = arrow_schema(self._schemas[index])
+            known = self._schemas[index]
+            own = schema if known is None else arrow_schema(known)
             missing = [name for name in schema.names if name not in own.names]
             if missing:
                 raise SchemaMismatchError(
@@ -336,7 +430,7 @@ class HybridSource(Source[HybridSplit, HybridState]):
             # Each source reads the columns asked for in its own types; the runtime casts.
             read = pa.schema([own.field(name) for name in schema.names])
             factories.append(_factory(source, read))
-        return HybridSplitReader(factories)
+        return HybridSplitReader(factories, self.stage_option_names)
 
     def split_serializer(self) -> HybridSplitSerializer:
         return HybridSplitSerializer([source.split_serializer() for source in self.sources])
@@ -352,6 +446,17 @@ class HybridSource(Source[HybridSplit, HybridState]):
             if found:
                 return found
         return {}
+
+
+def _stage_listing(stage: HybridStage) -> str:
+    """A stage's row in a docs table: every option of its source, its doc, its defaults."""
+    listing = f"every option of `{stage.source_class.format_name()}`"
+    if stage.doc:
+        listing += f", {stage.doc}"
+    if stage.defaults:
+        given = ", ".join(f"`{stage.prefix}{k}={v}`" for k, v in stage.defaults.items())
+        listing += f"; defaults of its own: {given}"
+    return listing
 
 
 def _factory(source: Source[Any, Any], schema: pa.Schema) -> Any:

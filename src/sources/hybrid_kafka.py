@@ -5,8 +5,9 @@ History sits in files (a topic archived as Parquet or JSON, with ``topic``,
 source reads both as one stream, with one checkpoint. The file source takes the
 options under ``archive.``, the Kafka source those under ``live.``; ``handoff``
 says where Kafka starts (:mod:`enumerators.hybrid_kafka`). Rows have the
-archive's columns; Kafka's columns of the same names are cast to them. See
-docs/hybrid.md.
+archive's columns; Kafka's columns of the same names are cast to them. An empty
+archive (no files yet) has Kafka's columns, unless ``.schema(...)`` says otherwise,
+and the stream switches to Kafka at once. See docs/hybrid.md.
 
 Example::
 
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, ClassVar
+
+from pyspark.sql.types import StructType
 
 from enumerators.base import ReadMode
 from enumerators.hybrid import SwitchContext
@@ -45,8 +48,21 @@ class ArchiveThenKafkaSource(HybridSource):
 
     name = "hybrid"
     stages = (
-        HybridStage(FileSource, "archive.", defaults=ARCHIVE_DEFAULTS),
-        HybridStage(KafkaSource, "live.", project=True),
+        HybridStage(
+            FileSource,
+            "archive.",
+            defaults=ARCHIVE_DEFAULTS,
+            doc="such as `archive.format`, `archive.path`, `archive.storageOptions` "
+            "([files.md](files.md)); every archive file is read, whatever its age",
+        ),
+        HybridStage(
+            KafkaSource,
+            "live.",
+            project=True,
+            doc="such as `live.kafka.bootstrap.servers`, `live.subscribe`, "
+            "`live.startingOffsets` (for the partitions the archive lacks), "
+            "`live.failOnDataLoss` ([kafka.md](kafka.md))",
+        ),
     )
     extra_options: ClassVar = (
         Option.choice(
@@ -55,10 +71,14 @@ class ArchiveThenKafkaSource(HybridSource):
             "or timestamp (at the archive's last timestamp)",
             HANDOFFS,
             default="offsets",
-        ),
+        ).listed("where Kafka starts: `offsets` or `timestamp` (see below)"),
     )
 
     handoff: str = "offsets"
+
+    def schema_when_unknown(self, index: int) -> StructType | str | None:
+        """An empty archive has Kafka's columns (``key``, ``value``, ``topic``, ...)."""
+        return self.sources[1].schema() if index == 0 else None
 
     def configure(self, options: Options) -> None:
         self.handoff = options["handoff"]
@@ -90,9 +110,11 @@ class ArchiveThenKafkaSource(HybridSource):
 
     def stage_start(self, index: int, context: SwitchContext[Any]) -> Mapping[str, str]:
         mode: ReadMode = context.mode
+        archive = context.previous
+        assert isinstance(archive, FileSource)
         return kafka_start(
             self.handoff,
-            context.previous,
+            archive,
             self.stage_schema(0),
             context.final_state,
             context.next_source,

@@ -18,8 +18,8 @@ Settings (JSON object):
 - ``trigger``: ``"continuous"`` (``processingTime="0 seconds"``, stops once
   the source had no more data for ``IDLE_SECONDS``) or ``"availableNow"``.
 - ``goFile`` (optional): stand by until this file exists; it holds the trigger.
-- ``format``: ``"numbers"``, ``"files"``, ``"kafka"``, ``"hybrid"``, ``"killonce"`` or
-  ``"killoncekafka"`` (see :mod:`helpers.kill_sources`).
+- ``format``: ``"numbers"``, ``"files"``, ``"kafka"``, ``"hybrid"``, ``"killonce"``,
+  ``"killoncekafka"`` or ``"killoncehybrid"`` (see :mod:`helpers.kill_sources`).
 - ``schema`` (optional): the read schema, as a DDL string.
 - ``select`` (optional): SQL expressions applied to the read (``selectExpr``).
 - ``master``: the Spark master, ``local[2]`` unless given.
@@ -57,11 +57,11 @@ def run(settings: dict[str, Any]) -> dict[str, Any]:
         from pyspark import cloudpickle
 
         import helpers.kill_sources
-        from helpers.kill_sources import KillOnceKafkaSource, KillOnceSource
+        from helpers.kill_sources import KillOnceHybridSource, KillOnceKafkaSource, KillOnceSource
 
         # Ship the test source by value: workers need not import the tests directory.
         cloudpickle.register_pickle_by_value(helpers.kill_sources)
-        source_classes += [KillOnceSource, KillOnceKafkaSource]
+        source_classes += [KillOnceSource, KillOnceKafkaSource, KillOnceHybridSource]
     register(spark, *source_classes)
 
     format_name = f"splitsource.{settings.get('format', 'numbers')}"

@@ -1,7 +1,9 @@
-"""Sources whose reader kills its own Python worker once, in the middle of a read.
+"""Sources that kill a process of their query once: a reader in the middle of a read, or a
+hybrid's driver at its switch.
 
-``splitsource.killonce`` reads like ``splitsource.numbers`` and
-``splitsource.killoncekafka`` like ``splitsource.kafka``, each with one more
+``splitsource.killonce`` reads like ``splitsource.numbers``,
+``splitsource.killoncekafka`` like ``splitsource.kafka`` and
+``splitsource.killoncehybrid`` like ``splitsource.hybrid``, each with one more
 option, ``killMarker`` (a file path). The first split reader to reach its
 second fetch while the marker file does not exist creates it and SIGKILLs the
 Python worker it runs in, or with ``killExecutor=true`` (Kafka) the executor JVM
@@ -11,6 +13,13 @@ program that started it, after the batch's offset is logged and before its
 commit. Spark must retry the task (or the restarted query the batch), and the
 retry must read exactly the same range, so the sink still holds every record
 exactly once.
+
+``splitsource.killoncehybrid`` kills no worker: the first switch from the archive
+to Kafka made while the marker does not exist creates it and SIGKILLs the driver
+(its JVM and the Python program that started it) from inside the switch hook. The
+switch runs on the driver while Spark plans the first Kafka batch, so the kill
+lands after the batch that finished the archive is committed and before the
+first Kafka batch is logged, every time.
 """
 
 from __future__ import annotations
@@ -18,14 +27,17 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow as pa
 
+from enumerators.hybrid import SwitchContext
 from readers import RecordsBySplit, SplitReader
 from readers.numbers import NumberSequenceSplitReader
 from sources import Option, Options
+from sources.hybrid_kafka import ArchiveThenKafkaSource
 from sources.kafka import KafkaSource
 from sources.numbers import NumberSequenceSource
 from sources.testing.faults import ForwardingReader, claim_once, parent_of
@@ -130,3 +142,22 @@ class KillOnceKafkaSource(KafkaSource):
 
     def create_reader(self, schema: pa.Schema) -> KillOnceReader:
         return KillOnceReader(super().create_reader(schema), self.kill_marker, self.kill)
+
+
+class KillOnceHybridSource(ArchiveThenKafkaSource):
+    """``splitsource.hybrid`` plus ``killMarker``: its first switch to Kafka SIGKILLs the
+    driver (local mode) once, and the process that runs the switch."""
+
+    name = "killoncehybrid"
+    extra_options: ClassVar = (*ArchiveThenKafkaSource.extra_options, KILL_MARKER)
+    kill_marker: str = ""
+
+    def configure(self, options: Options) -> None:
+        super().configure(options)
+        self.kill_marker = options["killMarker"]
+
+    def stage_start(self, index: int, context: SwitchContext[Any]) -> Mapping[str, str]:
+        if claim_once(self.kill_marker):
+            for pid in [*victims("driver"), os.getpid()]:
+                os.kill(pid, signal.SIGKILL)
+        return super().stage_start(index, context)

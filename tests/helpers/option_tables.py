@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sources.files import FileSource
+from sources.hybrid_kafka import ArchiveThenKafkaSource
 from sources.kafka import KafkaSource
 from sources.options import Listing, Option
 from sources.spark.datasource import READ_OPTIONS
@@ -90,6 +91,14 @@ TABLES = (
         ("option", "default", "Spark's default", "notes"),
         _spark_cells,
         KafkaSource.option_aliases,
+    ),
+    Table(
+        "hybrid",
+        "hybrid.md",
+        tuple(ArchiveThenKafkaSource.options),
+        ("option", "default", "meaning"),
+        _meaning_cells,
+        {},
     ),
     Table(
         "read",

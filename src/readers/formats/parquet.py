@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import fsspec
 import pyarrow as pa
@@ -14,7 +15,10 @@ from readers.formats.options import FormatOptions
 from readers.formats.statistics import row_group_may_match
 from sources.errors import CorruptFileError, FileReadError
 
-__all__ = ["ParquetFormat", "read_metadata"]
+__all__ = ["ParquetFormat", "read_footers", "read_metadata"]
+
+FOOTER_READERS = 16
+"""Footers read at once by :func:`read_footers`: reading them is waiting for storage."""
 
 
 class ParquetFormat:
@@ -127,6 +131,20 @@ def read_metadata(fs: fsspec.AbstractFileSystem, path: str) -> pq.FileMetaData:
             return pq.ParquetFile(file).metadata
         except (pa.ArrowException, OSError) as error:
             raise _footer_error(path, error) from error
+
+
+def read_footers(fs: fsspec.AbstractFileSystem, paths: Sequence[str]) -> list[pq.FileMetaData]:
+    """The footers of ``paths``, in their order, read :data:`FOOTER_READERS` at a time.
+
+    Raises
+    ------
+    CorruptFileError
+        As :func:`read_metadata`, for the first file whose footer cannot be read.
+    """
+    if len(paths) <= 1:
+        return [read_metadata(fs, path) for path in paths]
+    with ThreadPoolExecutor(min(FOOTER_READERS, len(paths))) as pool:
+        return list(pool.map(lambda path: read_metadata(fs, path), paths))
 
 
 def _footer_error(path: str, error: BaseException) -> CorruptFileError:
