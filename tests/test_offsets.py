@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -389,3 +390,18 @@ def test_the_golden_v4_kafka_offset_derives_the_partition_carried_on() -> None:
         "orders-0": (KafkaPartitionSplit("orders", 0, 120), 120, True),
         "orders-1": (KafkaPartitionSplit("orders", 1, 0), 40, False),
     }
+
+
+def test_derived_splits_in_the_store_leave_their_bytes_out_and_come_back(tmp_path: Path) -> None:
+    store = StateStore(str(tmp_path / "state"))
+    splits = {f"p-{n}": SplitProgress(f"p-{n}@{n}".encode(), n, derived=True) for n in range(3000)}
+    splits["x-0"] = SplitProgress(b"kept", 1)
+    spill = StateSpill("t", RateStateSerializer(), store, derive=tagged)
+
+    offset = spill.offset(3, splits, RateState(True, ()))
+    fresh = StateSpill("t", RateStateSerializer(), store, derive=tagged)  # a restarted driver
+
+    assert offset.splits_ref is not None
+    artifact = json.loads(zlib.decompress(store.get(offset.splits_ref)))
+    assert artifact["splits"] == {"x-0": "a2VwdA=="}
+    assert fresh.resolved(StreamOffset.from_json(logged(offset.to_json()), "t")).splits == splits

@@ -203,8 +203,8 @@ class StreamCoordinator:
         was carried on unchanged from the previous batch and the source derives exactly it."""
         if carried and self._derive(split_id, entry.split.start_position()) == entry.framed:
             derived = self._derive(split_id, reached)
-            assert derived is not None
-            return SplitProgress(derived, reached, time, derived=True)
+            if derived is not None:
+                return SplitProgress(derived, reached, time, derived=True)
         return SplitProgress(entry.framed, reached, time)
 
     def _aligned(
