@@ -156,7 +156,6 @@ class StreamCoordinator:
         self._check_not_in_flight(new, active)
         require_unique_split_ids(new, f"the new splits of {self._source.format_name()}")
         entries = dict(active)
-        carried = frozenset(active)
         for split in new:
             entries[split.split_id] = _Active(
                 frame(self._split_serializer, split), split, split.start_position()
@@ -187,7 +186,7 @@ class StreamCoordinator:
         reached = {sid: entry.position + grants[sid] for sid, entry in entries.items()}
         times = {} if aligned is None else aligned.next_times(self._positions(entries), reached)
         splits = {
-            sid: self._progress(sid, entry, reached[sid], times.get(sid), sid in carried)
+            sid: self._progress(sid, entry, reached[sid], times.get(sid), entry is active.get(sid))
             for sid, entry in entries.items()
         }
         end_json = self._spill.offset(epoch, splits, enumerator.snapshot_state(epoch)).to_json()
@@ -200,7 +199,8 @@ class StreamCoordinator:
         self, split_id: str, entry: _Active, reached: int, time: int | None, carried: bool
     ) -> SplitProgress:
         """How ``entry`` stands in the next offset: derived from its id and position when it
-        was carried on unchanged from the previous batch and the source derives exactly it."""
+        was carried on unchanged from the previous batch (not admitted, not replaced after
+        a rewind) and the source derives exactly it."""
         if carried and self._derive(split_id, entry.split.start_position()) == entry.framed:
             derived = self._derive(split_id, reached)
             if derived is not None:
