@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
@@ -12,13 +13,15 @@ from hypothesis import strategies as st
 from enumerators.rate import RateState, RateStateSerializer
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
-from enumerators.runtime.offsets import SplitProgress, StreamOffset
+from enumerators.runtime.offsets import SplitProgress, StreamOffset, split_deriver
 from enumerators.runtime.state_spill import StateSpill
 from enumerators.runtime.state_store import StateStore
 from helpers.driving import logged
 from sources import CorruptDataError, NewerVersionError, SplitSourceError, StateStoreError
+from sources.kafka import KafkaSource
 from sources.numbers import NumberSequenceSource
 from sources.serialization import frame, unframe
+from sources.splits.kafka import KafkaPartitionSplit
 from sources.splits.numbers import NumberSequenceSplit
 from sources.splits.rate import RateSplit, RateSplitSerializer
 
@@ -79,7 +82,7 @@ def test_the_golden_v2_offset_is_the_v1_offset_in_todays_layout() -> None:
     decoded = StreamOffset.from_json(v2, "splitsource.numbers")
 
     assert decoded == StreamOffset.from_json(v1, "splitsource.numbers")
-    assert decoded.to_json() == {**v2, "version": 3}  # no event times: v2 plus the version
+    assert decoded.to_json() == {**v2, "version": 4}  # no event times: v2 plus the version
     assert v2["positions"] == {"0": 50, "1": 300}  # a person reads them in the progress
 
 
@@ -90,7 +93,7 @@ def test_the_golden_v3_offset_is_the_v2_offset_with_where_each_split_stands_in_e
     decoded = StreamOffset.from_json(v3, "splitsource.numbers")
     without_times = StreamOffset.from_json(v2, "splitsource.numbers")
 
-    assert decoded.to_json() == v3
+    assert decoded.to_json() == {**v3, "version": 4}  # no split derived: v3 plus the version
     assert {sid: p.event_time for sid, p in decoded.splits.items()} == {
         "0": 1_767_261_650_000,
         "1": 1_767_261_900_000,
@@ -170,7 +173,7 @@ def test_an_offset_from_a_newer_layout_asks_for_an_upgrade() -> None:
     golden = json.loads((GOLDEN / "offset_v3_numbers.json").read_text())
 
     with pytest.raises(NewerVersionError, match="written by a newer splitsource"):
-        StreamOffset.from_json({**golden, "version": 4}, "splitsource.numbers")
+        StreamOffset.from_json({**golden, "version": 5}, "splitsource.numbers")
 
 
 @pytest.mark.parametrize(
@@ -252,3 +255,153 @@ def test_a_long_stream_keeps_only_the_last_few_batches_of_stored_splits_in_memor
         spill.offset(epoch, many_splits(400 + epoch), RateState(True, ()))
 
     assert len(spill._resolved) <= 4
+
+
+def tagged(split_id: str, position: int) -> bytes | None:
+    """Derives every split whose id does not start with "x"."""
+    return None if split_id.startswith("x") else f"{split_id}@{position}".encode()
+
+
+@settings(max_examples=200)
+@given(
+    entries=st.dictionaries(
+        st.text(min_size=1, max_size=20),
+        st.tuples(st.binary(max_size=64), st.integers(-(2**63), 2**63 - 1), st.booleans()),
+        max_size=8,
+    )
+)
+def test_offsets_with_derived_splits_survive_sparks_json_round_trip(
+    entries: dict[str, tuple[bytes, int, bool]],
+) -> None:
+    splits = {}
+    for split_id, (blob, position, derive) in entries.items():
+        derived = tagged(split_id, position) if derive else None
+        splits[split_id] = (
+            SplitProgress(derived, position, derived=True)
+            if derived is not None
+            else SplitProgress(blob, position)
+        )
+    offset = StreamOffset(7, splits, inline_state=b"s")
+
+    logged_json = logged(offset.to_json())
+
+    assert StreamOffset.from_json(logged_json, "test", tagged) == offset
+    assert set(logged_json["splits"]) == {sid for sid, p in splits.items() if not p.derived}
+    assert set(logged_json["positions"]) == set(splits)
+
+
+def test_an_offset_without_a_splits_bytes_and_nothing_to_derive_it_is_damaged() -> None:
+    offset = StreamOffset(1, {"0": SplitProgress(b"0@5", 5, derived=True)}, inline_state=b"")
+
+    with pytest.raises(CorruptDataError, match="split '0' has no bytes"):
+        StreamOffset.from_json(logged(offset.to_json()), "splitsource.numbers")
+
+
+def kafka_source() -> KafkaSource:
+    source, _ = KafkaSource.from_spark_options(
+        {"subscribe": "t", "kafka.bootstrap.servers": "127.0.0.1:9"}
+    )
+    return source
+
+
+def test_an_offset_of_500_kafka_partitions_carried_on_fits_in_64_kib_without_split_bytes() -> None:
+    source, topic = kafka_source(), "t" * 86
+    derive = split_deriver(source)
+    splits = {}
+    for partition in range(500):
+        split_id = f"{topic}-{partition}"
+        framed = derive(split_id, 3)
+        assert framed == frame(source.split_serializer(), KafkaPartitionSplit(topic, partition, 3))
+        splits[split_id] = SplitProgress(framed, 3, derived=True)
+
+    logged_json = logged(StreamOffset(2, splits, inline_state=b"s" * 40).to_json())
+
+    assert len(json.dumps(logged_json)) <= 64 << 10
+    assert logged_json["splits"] == {}
+    assert StreamOffset.from_json(logged_json, "splitsource.kafka", derive).splits == splits
+
+
+class DerivingNumbers(NumberSequenceSource):
+    """Numbers 0..999 in 4 splits of 250, each derived from its id: exactly, or with an end
+    one short (a wrong hook)."""
+
+    def __init__(self, short: int) -> None:
+        super().__init__(0, 999, 4)
+        self.short = short
+
+    def derive_split(self, split_id: str, position: int) -> NumberSequenceSplit:
+        index = int(split_id)
+        return NumberSequenceSplit(index, position, 250 * index + 249 - self.short)
+
+
+def batches(source: NumberSequenceSource) -> tuple[list[dict[str, object]], list[object]]:
+    """Three micro-batches of ``source``: their logged end offsets and planned ranges."""
+    coordinator = StreamCoordinator(source, AdmissionLimits(max_records=100, max_splits=2))
+    start = logged(coordinator.initial_offset())
+    ends, planned = [], []
+    for _ in range(3):
+        end = logged(coordinator.latest_offset(start, limited=True))
+        planned.extend(coordinator.plan(start, end))
+        coordinator.commit(end)
+        ends.append(end)
+        start = end
+    return ends, planned
+
+
+def test_splits_carried_on_leave_their_bytes_out_and_read_the_same_ranges() -> None:
+    ends, planned = batches(DerivingNumbers(short=0))
+    _, planned_with_bytes = batches(NumberSequenceSource(0, 999, 4))
+
+    assert planned == planned_with_bytes
+    assert [sorted(end["splits"]) for end in ends] == [["0", "1"], ["2", "3"], []]
+    assert sorted(ends[2]["positions"]) == ["0", "1", "2", "3"]
+    restarted = StreamCoordinator(DerivingNumbers(short=0), AdmissionLimits(max_records=100))
+    assert restarted.plan(ends[1], ends[2]) == planned[6:]
+
+
+def test_a_hook_that_derives_another_split_keeps_the_bytes_and_loses_nothing() -> None:
+    ends, planned = batches(DerivingNumbers(short=1))
+    _, planned_with_bytes = batches(NumberSequenceSource(0, 999, 4))
+
+    assert planned == planned_with_bytes
+    assert all(sorted(end["splits"]) == sorted(end["positions"]) for end in ends)
+
+
+def test_the_golden_v3_offset_restores_and_plans_the_same_ranges_with_a_deriving_source() -> None:
+    golden = json.loads((GOLDEN / "offset_v3_numbers.json").read_text())
+    coordinator = StreamCoordinator(DerivingNumbers(short=0), AdmissionLimits(max_records=100))
+
+    planned = coordinator.plan(coordinator.initial_offset(), golden)
+
+    assert planned == [NumberSequenceSplit(0, 0, 49), NumberSequenceSplit(1, 250, 299)]
+
+
+def test_the_golden_v4_kafka_offset_derives_the_partition_carried_on() -> None:
+    golden = json.loads((GOLDEN / "offset_v4_kafka.json").read_text())
+    source = kafka_source()
+
+    decoded = StreamOffset.from_json(golden, "splitsource.kafka", split_deriver(source))
+
+    assert decoded.to_json() == golden
+    assert {
+        sid: (unframe(source.split_serializer(), p.split, "a split"), p.position, p.derived)
+        for sid, p in decoded.splits.items()
+    } == {
+        "orders-0": (KafkaPartitionSplit("orders", 0, 120), 120, True),
+        "orders-1": (KafkaPartitionSplit("orders", 1, 0), 40, False),
+    }
+
+
+def test_derived_splits_in_the_store_leave_their_bytes_out_and_come_back(tmp_path: Path) -> None:
+    store = StateStore(str(tmp_path / "state"))
+    splits = {f"p-{n}": SplitProgress(f"p-{n}@{n}".encode(), n, derived=True) for n in range(3000)}
+    splits["x-0"] = SplitProgress(b"kept", 1)
+    spill = StateSpill("t", RateStateSerializer(), store, derive=tagged)
+
+    offset = spill.offset(3, splits, RateState(True, ()))
+    fresh = StateSpill("t", RateStateSerializer(), store, derive=tagged)  # a restarted driver
+
+    assert offset.splits_ref is not None
+    artifact = json.loads(zlib.decompress(store.get(offset.splits_ref)))
+    assert artifact["splits"] == {"x-0": "a2VwdA=="}
+    assert fresh.resolved(StreamOffset.from_json(logged(offset.to_json()), "t")).splits == splits

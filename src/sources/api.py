@@ -260,6 +260,25 @@ class Source(ABC, Generic[SplitT, StateT]):
         """
         return self.positions_count_records
 
+    def derive_split(self, split_id: str, position: int) -> SplitT | None:
+        """The split ``split_id`` rebuilt from its id alone, as if first handed out at
+        ``position``; None if its id does not name it. Driver only.
+
+        A stream leaves the bytes of a split carried on from the previous batch out of
+        the offset when this gives back, for the split's start position, exactly the
+        split being read; so a wrong answer only costs offset bytes. The default
+        derives nothing (every split's bytes are in every offset).
+
+        Examples
+        --------
+        >>> from sources.kafka import KafkaSource
+        >>> options = {"subscribe": "orders", "kafka.bootstrap.servers": "127.0.0.1:9092"}
+        >>> source, _ = KafkaSource.from_spark_options(options)
+        >>> source.derive_split("orders-3", 120)
+        KafkaPartitionSplit(topic='orders', partition=3, start=120, end=None)
+        """
+        return None
+
     def knows_event_time(self) -> bool:
         """Whether a stream of this source can be aligned in event time. Driver only.
 

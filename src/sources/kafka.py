@@ -313,6 +313,13 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         pushed.filters = tuple(filters)
         return pushed, filters
 
+    def derive_split(self, split_id: str, position: int) -> KafkaPartitionSplit | None:
+        """The growing split of partition ``split_id`` ("topic-partition") from ``position``."""
+        topic, _, partition = split_id.rpartition("-")
+        if not topic or not partition.isdigit():
+            return None
+        return KafkaPartitionSplit(topic, int(partition), position)
+
     def refine_plan(self, splits: Sequence[KafkaPartitionSplit]) -> list[KafkaPartitionSplit]:
         """Narrow the ranges to what the pushed filters may keep, then cut them for
         parallelism, as Spark does: with ``minPartitions``, into about that many in all,

@@ -42,7 +42,7 @@ from enumerators.runtime.alignment import AlignedCut, AlignmentSettings, EventTi
 from enumerators.runtime.available_now import AvailableNowTarget
 from enumerators.runtime.discovery import PeriodicDiscovery
 from enumerators.runtime.graceful_stop import GracefulStop
-from enumerators.runtime.offsets import SplitProgress, StreamOffset
+from enumerators.runtime.offsets import SplitProgress, StreamOffset, split_deriver
 from enumerators.runtime.progress import SourceReport
 from enumerators.runtime.state_spill import INLINE_SPLITS_LIMIT, INLINE_STATE_LIMIT, StateSpill
 from enumerators.runtime.state_store import StateStore
@@ -88,16 +88,18 @@ class StreamCoordinator:
         self._name = source.format_name()
         self._admission = Admission(limits)
         self._alignment = EventTimeAlignment(alignment) if alignment is not None else None
+        self._split_serializer = source.split_serializer()
+        self._derive = split_deriver(source)
         self._spill = StateSpill(
             self._name,
             source.enumerator_state_serializer(),
             store,
             inline_state_limit,
             inline_splits_limit,
+            self._derive,
         )
         self._stop = GracefulStop(store) if store is not None else None
         self._discovery_interval = discovery_interval
-        self._split_serializer = source.split_serializer()
         self._decoded: dict[bytes, SourceSplit] = {}
         self._enumerator: SplitEnumerator[Any, Any] | None = None
         self._enumerator_at: Mapping[str, Any] | None = None
@@ -184,7 +186,7 @@ class StreamCoordinator:
         reached = {sid: entry.position + grants[sid] for sid, entry in entries.items()}
         times = {} if aligned is None else aligned.next_times(self._positions(entries), reached)
         splits = {
-            sid: SplitProgress(entry.framed, reached[sid], times.get(sid))
+            sid: self._progress(sid, entry, reached[sid], times.get(sid), entry is active.get(sid))
             for sid, entry in entries.items()
         }
         end_json = self._spill.offset(epoch, splits, enumerator.snapshot_state(epoch)).to_json()
@@ -192,6 +194,18 @@ class StreamCoordinator:
         self._admission.batch_planned()
         self._report_on(enumerator, entries, ends, grants, counted, aligned)
         return end_json
+
+    def _progress(
+        self, split_id: str, entry: _Active, reached: int, time: int | None, carried: bool
+    ) -> SplitProgress:
+        """How ``entry`` stands in the next offset: derived from its id and position when it
+        was carried on unchanged from the previous batch (not admitted, not replaced after
+        a rewind) and the source derives exactly it."""
+        if carried and self._derive(split_id, entry.split.start_position()) == entry.framed:
+            derived = self._derive(split_id, reached)
+            if derived is not None:
+                return SplitProgress(derived, reached, time, derived=True)
+        return SplitProgress(entry.framed, reached, time)
 
     def _aligned(
         self,
@@ -292,7 +306,7 @@ class StreamCoordinator:
             begin = split.start_position()  # a new split, or one replaced after a rewind
             if (
                 before is not None
-                and before.split == progress.split
+                and (before.split == progress.split or progress.derived)
                 and before.position <= progress.position
             ):
                 begin = before.position
@@ -319,7 +333,7 @@ class StreamCoordinator:
             enumerator.close()
 
     def _decode(self, offset_json: Mapping[str, Any]) -> StreamOffset:
-        return self._spill.resolved(StreamOffset.from_json(offset_json, self._name))
+        return self._spill.resolved(StreamOffset.from_json(offset_json, self._name, self._derive))
 
     def _restore(
         self, offset: StreamOffset, offset_json: Mapping[str, Any]

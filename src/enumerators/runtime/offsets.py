@@ -1,6 +1,6 @@
 """Stream offsets: the enumerator's checkpoint, in the JSON dict Spark logs.
 
-Version 3 of the layout, keys in sorted order so that equal offsets are equal
+Version 4 of the layout, keys in sorted order so that equal offsets are equal
 strings (Spark compares them as JSON)::
 
     {"epoch": 7,
@@ -8,7 +8,7 @@ strings (Spark compares them as JSON)::
      "positions": {"<split id>": 120, ...},
      "splits": {"<split id>": "<base64 framed split>", ...},
      "state": {"inline": "<base64 framed enumerator state>"} | {"ref": "<state store key>"},
-     "version": 2}
+     "version": 4}
 
 or, when the splits in flight would make the offset large (see
 :mod:`~enumerators.runtime.state_spill`), ``positions`` and ``splits`` replaced by
@@ -23,7 +23,10 @@ the next one. ``eventTimes`` appears in a stream aligned in event time
 the epoch, at which each split it lists stands. ``state`` is the enumerator's
 own state: inline while small, else by reference into the state store. Every
 split and state is in the versioned frame of :mod:`sources.serialization`.
-Version 2 (the same without ``eventTimes``) and version 1 offsets
+A split listed in ``positions`` but not in ``splits`` is *derived*: the source's
+:meth:`~sources.api.Source.derive_split` rebuilds it from its id and position
+(a Kafka partition carried on from the previous batch). Version 3 (every split
+in ``splits``), version 2 (the same without ``eventTimes``) and version 1 offsets
 (``"splits": {"<split id>": {"position": 120, "split": "<base64>"}}``) are still
 read.
 """
@@ -32,31 +35,40 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sources.api import Source
 from sources.errors import CorruptDataError, NewerVersionError
+from sources.serialization import frame
 
 __all__ = [
     "OFFSET_VERSION",
+    "DeriveSplit",
     "SplitProgress",
     "StreamOffset",
+    "split_deriver",
     "splits_from_json",
     "splits_to_json",
 ]
 
-OFFSET_VERSION = 3
+OFFSET_VERSION = 4
+
+DeriveSplit = Callable[[str, int], bytes | None]
+"""The framed split a source derives from a split id and a position, or None."""
 
 
 @dataclass(frozen=True)
 class SplitProgress:
-    """One split of an offset: its framed bytes, the position reached and, in a stream
-    aligned in event time, the event time the split stands at."""
+    """One split of an offset: its framed bytes, the position reached, in a stream
+    aligned in event time the event time the split stands at, and whether the split is
+    derived from its id and position (its bytes then stay out of the JSON)."""
 
     split: bytes
     position: int
     event_time: int | None = None
+    derived: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,8 +102,11 @@ class StreamOffset:
         return {"epoch": self.epoch, **in_flight, "state": state, "version": OFFSET_VERSION}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], source: str) -> StreamOffset:
-        """Decode an offset Spark hands back; ``source`` names the format in errors."""
+    def from_json(
+        cls, data: Mapping[str, Any], source: str, derive: DeriveSplit | None = None
+    ) -> StreamOffset:
+        """Decode an offset Spark hands back; ``source`` names the format in errors and
+        ``derive`` rebuilds the splits whose bytes the offset leaves out."""
         try:
             version = data["version"]
             if not isinstance(version, int) or version < 1:
@@ -105,7 +120,7 @@ class StreamOffset:
             state = data["state"]
             return cls(
                 epoch=_integer(data["epoch"], "epoch"),
-                splits=_splits_of(data, version),
+                splits=_splits_of(data, version, derive),
                 inline_state=_unb64(state["inline"]) if "inline" in state else None,
                 state_ref=str(state["ref"]) if "ref" in state else None,
                 splits_ref=str(data["splitsRef"]) if "splitsRef" in data else None,
@@ -123,6 +138,17 @@ class StreamOffset:
             ) from None
 
 
+def split_deriver(source: Source[Any, Any]) -> DeriveSplit:
+    """The framed splits ``source`` derives (:meth:`~sources.api.Source.derive_split`)."""
+    serializer = source.split_serializer()
+
+    def derive(split_id: str, position: int) -> bytes | None:
+        split = source.derive_split(split_id, position)
+        return None if split is None else frame(serializer, split)
+
+    return derive
+
+
 def splits_to_json(splits: Mapping[str, SplitProgress]) -> dict[str, Any]:
     """``positions``, ``splits`` and ``eventTimes`` (if any split has one) of an offset;
     also what a split artifact holds."""
@@ -131,28 +157,40 @@ def splits_to_json(splits: Mapping[str, SplitProgress]) -> dict[str, Any]:
     return {
         **({"eventTimes": times} if times else {}),
         "positions": {split_id: splits[split_id].position for split_id in ids},
-        "splits": {split_id: _b64(splits[split_id].split) for split_id in ids},
+        "splits": {
+            split_id: _b64(splits[split_id].split)
+            for split_id in ids
+            if not splits[split_id].derived
+        },
     }
 
 
-def splits_from_json(data: Mapping[str, Any]) -> dict[str, SplitProgress]:
-    """The inverse of :func:`splits_to_json`; raises what :meth:`StreamOffset.from_json`
-    turns into ``CorruptDataError``."""
+def splits_from_json(
+    data: Mapping[str, Any], derive: DeriveSplit | None = None
+) -> dict[str, SplitProgress]:
+    """The inverse of :func:`splits_to_json`, with ``derive`` rebuilding the splits left
+    out; raises what :meth:`StreamOffset.from_json` turns into ``CorruptDataError``."""
     positions, framed = data["positions"], data["splits"]
     times = data.get("eventTimes", {})
-    if set(positions) != set(framed) or not set(times) <= set(positions):
+    if not set(framed) <= set(positions) or not set(times) <= set(positions):
         raise ValueError("positions, splits and eventTimes name different splits")
-    return {
-        str(split_id): SplitProgress(
-            _unb64(framed[split_id]),
-            _integer(position, "position"),
-            _integer(times[split_id], "event time") if split_id in times else None,
-        )
-        for split_id, position in positions.items()
-    }
+    splits = {}
+    for split_id, position in positions.items():
+        at = _integer(position, "position")
+        time = _integer(times[split_id], "event time") if split_id in times else None
+        if split_id in framed:
+            splits[str(split_id)] = SplitProgress(_unb64(framed[split_id]), at, time)
+            continue
+        derived = derive(str(split_id), at) if derive is not None else None
+        if derived is None:
+            raise ValueError(f"split {split_id!r} has no bytes and the source derives none")
+        splits[str(split_id)] = SplitProgress(derived, at, time, derived=True)
+    return splits
 
 
-def _splits_of(data: Mapping[str, Any], version: int) -> dict[str, SplitProgress]:
+def _splits_of(
+    data: Mapping[str, Any], version: int, derive: DeriveSplit | None
+) -> dict[str, SplitProgress]:
     if version == 1:
         return {
             str(split_id): SplitProgress(
@@ -162,7 +200,7 @@ def _splits_of(data: Mapping[str, Any], version: int) -> dict[str, SplitProgress
         }
     if "splitsRef" in data:
         return {}
-    return splits_from_json(data)
+    return splits_from_json(data, derive)
 
 
 def _b64(data: bytes) -> str:

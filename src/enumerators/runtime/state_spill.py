@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Generic, TypeVar
 
 from enumerators.runtime.offsets import (
+    DeriveSplit,
     SplitProgress,
     StreamOffset,
     splits_from_json,
@@ -36,8 +37,9 @@ INLINE_STATE_LIMIT = 8 << 10
 """Framed enumerator state up to this size lives in the offset; larger goes to the state store."""
 INLINE_SPLITS_LIMIT = 32 << 10
 """Splits in flight whose JSON would take more bytes than this go to the state store."""
-_SPLITS_ARTIFACT_VERSION = 2
-"""Version 2 may hold ``eventTimes`` beside ``positions`` and ``splits``; 1 never does."""
+_SPLITS_ARTIFACT_VERSION = 3
+"""Version 3 may leave out of ``splits`` the splits the source derives; version 2 may
+hold ``eventTimes`` beside ``positions`` and ``splits``; 1 never does."""
 _RESOLVED_KEPT = 4
 
 
@@ -55,12 +57,14 @@ class StateSpill(Generic[StateT]):
         store: StateStore | None,
         inline_limit: int = INLINE_STATE_LIMIT,
         splits_limit: int = INLINE_SPLITS_LIMIT,
+        derive: DeriveSplit | None = None,
     ) -> None:
         self._name = name
         self._serializer = serializer
         self._store = store
         self._inline_limit = inline_limit
         self._splits_limit = splits_limit
+        self._derive = derive
         self._recovered = False
         self._resolved: dict[str, dict[str, SplitProgress]] = {}
 
@@ -126,7 +130,7 @@ class StateSpill(Generic[StateT]):
             data = json.loads(zlib.decompress(store.get(key)))
             if data["version"] > _SPLITS_ARTIFACT_VERSION:
                 raise ValueError(f"layout version {data['version']} is newer than this release")
-            splits = splits_from_json(data)
+            splits = splits_from_json(data, self._derive)
         except (zlib.error, ValueError, KeyError, TypeError) as error:
             raise CorruptDataError(
                 f"Cannot read {what} from the state store (artifact {key}: {error}). Restore "
@@ -158,4 +162,7 @@ class StateSpill(Generic[StateT]):
 
 def _json_size(splits: Mapping[str, SplitProgress]) -> int:
     """About how many bytes ``splits`` take in an offset's JSON (base64 is 4/3 of bytes)."""
-    return sum(2 * len(split_id) + len(p.split) * 4 // 3 + 32 for split_id, p in splits.items())
+    return sum(
+        len(split_id) + 16 if p.derived else 2 * len(split_id) + len(p.split) * 4 // 3 + 32
+        for split_id, p in splits.items()
+    )

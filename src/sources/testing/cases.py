@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode
-from enumerators.runtime.offsets import StreamOffset
+from enumerators.runtime.offsets import StreamOffset, split_deriver
 from readers.base import SplitReader, SplitsAddition
 from sources.api import Source
 from sources.errors import SerializationError
@@ -208,7 +208,7 @@ def check_same_initial_offset(
 
 def _readable_offset(source: Source[Any, Any], offset: Mapping[str, Any]) -> str:
     """``offset`` with its state and splits decoded by the source's serializers."""
-    decoded = StreamOffset.from_json(offset, source.format_name())
+    decoded = StreamOffset.from_json(offset, source.format_name(), split_deriver(source))
     state: Any = decoded.state_ref
     if decoded.inline_state is not None:
         state = unframe(source.enumerator_state_serializer(), decoded.inline_state, "a state")
