@@ -405,3 +405,31 @@ def test_derived_splits_in_the_store_leave_their_bytes_out_and_come_back(tmp_pat
     artifact = json.loads(zlib.decompress(store.get(offset.splits_ref)))
     assert artifact["splits"] == {"x-0": "a2VwdA=="}
     assert fresh.resolved(StreamOffset.from_json(logged(offset.to_json()), "t")).splits == splits
+
+
+A_TIME, B_TIME = 1_767_261_600_000, 1_767_261_660_000
+ARTIFACT_SPLITS = {
+    1: {"x-a": SplitProgress(b"split a", 3), "x-b": SplitProgress(b"split b", 5)},
+    2: {
+        "x-a": SplitProgress(b"split a", 3, A_TIME),
+        "x-b": SplitProgress(b"split b", 5, B_TIME),
+    },
+    3: {
+        "p-7": SplitProgress(b"p-7@40", 40, A_TIME, derived=True),
+        "x-b": SplitProgress(b"split b", 5, B_TIME),
+    },
+}
+
+
+@pytest.mark.parametrize("version", sorted(ARTIFACT_SPLITS))
+def test_every_version_of_the_splits_artifact_in_the_store_is_still_read(
+    tmp_path: Path, version: int
+) -> None:
+    store = StateStore(str(tmp_path / "state"))
+    golden = json.loads((GOLDEN / f"splits_artifact_v{version}.json").read_text())
+    key = store.put(3, zlib.compress(json.dumps(golden).encode()))
+    offset = StreamOffset(3, splits_ref=key, split_count=2, inline_state=b"")
+
+    resolved = StateSpill("t", RateStateSerializer(), store, derive=tagged).resolved(offset)
+
+    assert resolved.splits == ARTIFACT_SPLITS[version]
