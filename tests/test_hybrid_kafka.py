@@ -39,6 +39,7 @@ from sources.testing.planning import logged, next_batch, partition_splits, strea
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import DataStreamReader
 
     from helpers.kafka_broker import KafkaBroker
 
@@ -377,28 +378,35 @@ def test_available_now_reads_through_the_switch_exactly_once_under_admission_lim
     )
 
 
-@pytest.mark.kafka
-@pytest.mark.spark
-def test_a_stream_over_an_empty_archive_starts_on_kafka_with_kafkas_columns(
-    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
-) -> None:
-    name = topic(partitions=2)
-    written(kafka_broker, name, 2, 10)
-    (tmp_path / "archive").mkdir()  # no files yet
+def over_an_empty_archive(
+    reader: DataStreamReader, broker: KafkaBroker, name: str, partitions: int, tmp_path: Path
+) -> DataFrame:
+    """The hybrid stream of an archive directory with no files yet, then topic ``name``,
+    whose ``partitions`` hold 5 records each, from earliest."""
+    written(broker, name, partitions, 5)
+    (tmp_path / "archive").mkdir()
     given = options(
-        kafka_broker,
+        broker,
         name,
         tmp_path / "archive",
         stateLocation=tmp_path / "state",
         **{"live.startingOffsets": "earliest"},
     )
-    frame = spark.readStream.format(FORMAT).options(**given).load()
+    return reader.format(FORMAT).options(**given).load()
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_stream_over_an_empty_archive_starts_on_kafka_with_kafkas_columns(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    frame = over_an_empty_archive(spark.readStream, kafka_broker, topic(partitions=2), 2, tmp_path)
     assert frame.schema.simpleString().startswith(
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp"
     )
     assert run_available_now(frame, tmp_path).exception() is None
     rows = hybrid_rows(spark.read.parquet(str(tmp_path / "out")))
-    assert positions(rows) == Counter({(p, o): 1 for p in (0, 1) for o in range(10)})
+    assert positions(rows) == Counter({(p, o): 1 for p in (0, 1) for o in range(5)})
 
 
 @pytest.mark.kafka
@@ -406,18 +414,8 @@ def test_a_stream_over_an_empty_archive_starts_on_kafka_with_kafkas_columns(
 def test_a_stream_over_an_empty_archive_reads_kafka_in_the_schema_given(
     spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
 ) -> None:
-    name = topic(partitions=1)
-    written(kafka_broker, name, 1, 5)
-    (tmp_path / "archive").mkdir()  # no files yet
-    given = options(
-        kafka_broker,
-        name,
-        tmp_path / "archive",
-        stateLocation=tmp_path / "state",
-        **{"live.startingOffsets": "earliest"},
-    )
-    schema = "value STRING, partition INT, offset BIGINT"
-    frame = spark.readStream.format(FORMAT).options(**given).schema(schema).load()
+    reader = spark.readStream.schema("value STRING, partition INT, offset BIGINT")
+    frame = over_an_empty_archive(reader, kafka_broker, topic(partitions=1), 1, tmp_path)
     assert run_available_now(frame, tmp_path).exception() is None
     rows = spark.read.parquet(str(tmp_path / "out")).orderBy("offset").collect()
     assert [(row.value, row.partition, row.offset) for row in rows] == [
