@@ -31,7 +31,7 @@ from readers.formats import (
     read_range,
 )
 from readers.formats.json_text import starts_a_line_with_a_word
-from readers.formats.lines import separator_count
+from readers.formats.lines import line_feed_ends, separator_count
 from readers.formats.patterns import strptime_format
 from sources.errors import FileReadError, InvalidOptionError, MalformedRecordError
 
@@ -921,3 +921,21 @@ def test_json_bare_word_check_agrees_with_its_regular_expressions(data: bytes) -
 @given(_LINE_PIECES, st.sampled_from([b"\n", b"|;", b"\r"]))
 def test_separator_count_counts_as_bytes_count(data: bytes, separator: bytes) -> None:
     assert separator_count(data, separator) == data.count(separator)
+
+
+@given(
+    st.lists(_LINE_PIECES, min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 3), st.booleans()), max_size=16),
+)
+def test_line_feeds_remembered_for_one_block_are_never_those_of_another(
+    blocks: list[bytes], visits: list[tuple[int, bool]]
+) -> None:
+    """Blocks counted, then located, in any order (as a cut block is, then its decoder's
+    checks): each answer is that block's own."""
+    for index, counted in visits:
+        data = blocks[index % len(blocks)]
+        if counted:
+            assert separator_count(data) == data.count(b"\n")
+        else:
+            expected = [at + 1 for at, byte in enumerate(data) if byte == 0x0A]
+            assert line_feed_ends(data).tolist() == expected

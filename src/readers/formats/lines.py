@@ -55,6 +55,7 @@ __all__ = [
     "LineBlocks",
     "line_count",
     "line_ends",
+    "line_feed_ends",
     "overlaps_itself",
     "separator_count",
     "separator_starts",
@@ -260,7 +261,7 @@ def overlaps_itself(separator: bytes) -> bool:
 def line_ends(data: bytes, separator: bytes = NEWLINE) -> np.ndarray:
     """Exclusive end offsets of the lines of ``data`` (each after its separator, or the end)."""
     if separator == NEWLINE:
-        ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
+        ends = line_feed_ends(data)
     else:
         ends = separator_starts(data, separator) + len(separator)
     if data and not data.endswith(separator):
@@ -274,9 +275,46 @@ def separator_count(data: bytes, separator: bytes = NEWLINE) -> int:
     A one-byte separator is counted by numpy, about six times as fast as ``bytes.count``
     on the blocks of a split.
     """
+    if separator == NEWLINE:
+        return _line_feeds.count(data)
     if len(separator) != 1:
         return data.count(separator)
     return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == separator[0]))
+
+
+class _LineFeeds:
+    """The line feeds of the block looked at last, kept with the block itself.
+
+    A block's line feeds are counted when it is cut (for line numbers), then counted or
+    located again by its decoder's checks; remembering them for the same ``bytes`` object
+    (by identity, which cannot match stale data while the object is held) spares those
+    passes over 8 MiB.
+    """
+
+    def __init__(self) -> None:
+        # One tuple (data, count, ends or None), replaced whole: other threads never see a mix.
+        self._last: tuple[bytes, int, np.ndarray | None] = (b"", 0, None)
+
+    def count(self, data: bytes) -> int:
+        """How many ``\\n`` ``data`` holds."""
+        block, count, _ = self._last
+        if block is not data:
+            count = int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A))
+            self._last = (data, count, None)
+        return count
+
+    def ends(self, data: bytes) -> np.ndarray:
+        """The offsets right after each ``\\n`` of ``data``, in order (read-only)."""
+        block, _, ends = self._last
+        if block is not data or ends is None:
+            ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
+            ends.flags.writeable = False
+            self._last = (data, len(ends), ends)
+        return ends
+
+
+_line_feeds = _LineFeeds()
+line_feed_ends = _line_feeds.ends
 
 
 def line_count(data: bytes) -> int:
