@@ -10,8 +10,9 @@ sink (nothing is collected to the driver):
    same partitioning and the same ``value BIGINT NOT NULL`` schema: the anchor;
 3. ``spark.range(N)``: the JVM-only ceiling.
 
-After one warm-up read of each way, the timed runs are interleaved (A, B, C, A, B, C, ...)
-so the three ways share the noise of a busy machine. It prints the median wall time and
+After one warm-up read of each way, the timed runs are interleaved, each run starting
+with the next way (A, B, C, then B, C, A, ...), so the three ways share the noise of a
+busy machine and none always follows the same one. It prints the median wall time and
 rows/s of each way and ends with ``ratio splitsource/handwritten: X.XX`` (rows/s of
 splitsource over rows/s of the hand-written source; 1.00 means no overhead).
 
@@ -126,9 +127,11 @@ def measure(spark: SparkSession, rows: int, splits: int, runs: int) -> dict[str,
     for df in frames.values():
         timed_read(df)
     times: dict[str, list[float]] = {name: [] for name in frames}
+    names = list(frames)
     for run in range(1, runs + 1):
-        for name, df in frames.items():
-            times[name].append(timed_read(df))
+        shift = (run - 1) % len(names)  # each way first in turn: none always follows another
+        for name in names[shift:] + names[:shift]:
+            times[name].append(timed_read(frames[name]))
         laps = "  ".join(f"{name} {seconds[-1]:.2f}s" for name, seconds in times.items())
         print(f"run {run}/{runs}: {laps}", flush=True)
     return times
