@@ -117,7 +117,7 @@ NUMBERS = Workload(
     {"to": 299_999, "splits": 4, "maxRecordsPerTrigger": 5_000},
     last=299_999,
     batches=60,  # of 5,000 numbers, 1,250 from each split
-    kills=10,
+    kills=6,
     min_mid_batch=3,
 )
 FILES = FileWorkload(
