@@ -68,6 +68,7 @@ DEFAULT_CHUNK_BYTES = 8 << 20
 """How many bytes of a text file are decoded at a time (rounded to whole lines)."""
 
 _TAIL_BYTES = 64 << 10  # read past the end of a range to finish its last line
+_REMEMBERED_BYTES = 4 * DEFAULT_CHUNK_BYTES  # the largest block whose line feeds are kept
 
 
 @dataclass(frozen=True)
@@ -300,7 +301,7 @@ class _LineFeeds:
         block, count, _ = self._last
         if block is not data:
             count = int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A))
-            self._last = (data, count, None)
+            self._remember(data, count, None)
         return count
 
     def ends(self, data: bytes) -> np.ndarray:
@@ -309,8 +310,12 @@ class _LineFeeds:
         if block is not data or ends is None:
             ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
             ends.flags.writeable = False
-            self._last = (data, len(ends), ends)
+            self._remember(data, len(ends), ends)
         return ends
+
+    def _remember(self, data: bytes, count: int, ends: np.ndarray | None) -> None:
+        # A whole file read as one block (multiLine) is not kept alive after its read.
+        self._last = (data, count, ends) if len(data) <= _REMEMBERED_BYTES else (b"", 0, None)
 
 
 _line_feeds = _LineFeeds()
