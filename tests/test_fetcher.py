@@ -5,11 +5,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from readers import FetcherSettings, RecordsBySplit, SplitFetcher, SplitReader, SplitsAddition
+from readers.arrow import BatchAssembler
+from readers.memory import CHOSEN_BY_USER
 from readers.numbers import NumberSequenceSplitReader
 from sources import ReaderError, SchemaMismatchError, SplitSourceError
 from sources.splits.numbers import NumberSequenceSplit
@@ -246,3 +251,50 @@ def test_two_splits_with_one_id_in_a_task_fail_naming_the_id() -> None:
     twins = [NumberSequenceSplit(7, 0, 99), NumberSequenceSplit(7, 100, 199)]
     with pytest.raises(SplitSourceError, match="Two splits with the id '7' in one task"):
         SplitFetcher(NumberSequenceSplitReader, twins, SCHEMA, FetcherSettings())
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=25), max_size=30),
+    limit=st.integers(min_value=1, max_value=12),
+)
+def test_the_assembler_cuts_only_batches_over_the_limit_and_joins_only_neighbours_that_fit(
+    sizes: list[int], limit: int
+) -> None:
+    assembler = BatchAssembler(SCHEMA, max_rows=limit, max_bytes=1 << 30)
+    starts = [sum(sizes[:index]) for index in range(len(sizes))]
+    batches = [
+        pa.record_batch([pa.array(range(start, start + size), pa.int64())], schema=SCHEMA)
+        for start, size in zip(starts, sizes, strict=True)
+    ]
+
+    out = [ready for batch in batches for ready in assembler.add(batch)] + assembler.flush()
+
+    values = [value for batch in out for value in batch.column(0).to_pylist()]
+    assert values == list(range(sum(sizes)))
+    assert all(0 < batch.num_rows <= limit for batch in out)
+    # A batch within the limit reaches Spark whole: no output batch starts inside it.
+    out_starts = {batch.column(0)[0].as_py() for batch in out}
+    for start, size in zip(starts, sizes, strict=True):
+        inside = set(range(start + 1, start + size))
+        assert size > limit or not inside & out_starts, (start, size)
+    # Neighbours are joined while they fit: no two consecutive outputs would fit in one.
+    assert all(before.num_rows + after.num_rows > limit for before, after in pairwise(out))
+
+
+@pytest.mark.parametrize("chosen", [None, "mimalloc"])
+def test_a_read_moves_pyarrow_off_mimalloc_unless_the_user_chose_the_pool(
+    monkeypatch: pytest.MonkeyPatch, chosen: str | None
+) -> None:
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.mimalloc_memory_pool())
+    if chosen is None:
+        monkeypatch.delenv(CHOSEN_BY_USER, raising=False)
+    else:
+        monkeypatch.setenv(CHOSEN_BY_USER, chosen)
+    try:
+        list(SplitFetcher(NumberSequenceSplitReader, splits((0, 9)), SCHEMA, FetcherSettings()))
+        backend = pa.default_memory_pool().backend_name
+    finally:
+        pa.set_memory_pool(before)
+
+    assert backend == "mimalloc" if chosen else backend in ("jemalloc", "system")

@@ -115,7 +115,9 @@ class BatchAssembler:
     """Cuts large batches and coalesces small ones to a bounded size.
 
     Batches of one schema go in with ``add``; ready batches come out of ``add``
-    and, at the end, ``flush``.
+    and, at the end, ``flush``. A batch within the bounds comes out whole, alone
+    or joined with its neighbours while they fit together: the assembler copies
+    only small batches, never cuts one to fill another.
     """
 
     def __init__(self, schema: pa.Schema, max_rows: int, max_bytes: int) -> None:
@@ -133,17 +135,17 @@ class BatchAssembler:
             return ready
         bytes_per_row = max(1, batch.nbytes // batch.num_rows)
         rows_limit = max(1, min(self._max_rows, self._max_bytes // bytes_per_row))
-        offset = 0
-        while offset < batch.num_rows:
-            room = rows_limit - self._pending_rows
-            if room <= 0:
+        for offset in range(0, batch.num_rows, rows_limit):
+            piece = batch.slice(offset, rows_limit) if batch.num_rows > rows_limit else batch
+            piece_bytes = piece.num_rows * bytes_per_row
+            if self._pending and (
+                self._pending_rows + piece.num_rows > rows_limit
+                or self._pending_bytes + piece_bytes > self._max_bytes
+            ):
                 ready.append(self._take_pending())
-                continue
-            piece = batch.slice(offset, room)
-            offset += piece.num_rows
             self._pending.append(piece)
             self._pending_rows += piece.num_rows
-            self._pending_bytes += piece.num_rows * bytes_per_row
+            self._pending_bytes += piece_bytes
             if self._pending_rows >= rows_limit or self._pending_bytes >= self._max_bytes:
                 ready.append(self._take_pending())
         return ready
