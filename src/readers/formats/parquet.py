@@ -89,7 +89,10 @@ class ParquetFormat:
                 where = f"row group {group} (of {metadata.num_row_groups})"
                 try:
                     batches = parquet.iter_batches(
-                        batch_size=options.batch_rows, row_groups=[group], columns=columns
+                        batch_size=options.batch_rows,
+                        row_groups=[group],
+                        columns=columns,
+                        use_threads=False,  # a task per core already: threads add only CPU
                     )
                     for batch in batches:
                         try:
