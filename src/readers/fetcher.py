@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from readers.arrow import BatchAssembler, conform
 from readers.base import SplitReader, SplitsAddition
+from readers.memory import use_a_pool_for_batches_freed_elsewhere
 from sources.errors import ReaderError, SplitSourceError
 from sources.split import SourceSplit, require_unique_split_ids
 
@@ -131,6 +132,7 @@ class SplitFetcher(Generic[SplitT]):
         self._thread = threading.Thread(target=self._run, name="splitsource-fetcher", daemon=True)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
+        use_a_pool_for_batches_freed_elsewhere()
         self._thread.start()
         try:
             while True:
