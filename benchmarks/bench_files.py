@@ -16,9 +16,10 @@ checks or reader runtime. Its ratio against Spark's reader is what a Python data
 can reach with pyarrow's decoders on that format (``--no-floor`` leaves it out).
 
 After one warm-up read of each reader, the timed runs alternate between the
-readers, each run starting with the next reader (ours, Spark's, the floor; then Spark's,
-the floor, ours; ...), so all share the noise of a busy machine and none always follows
-the same one.
+readers, taking them in every order in turn (six runs cover the six orders of three
+readers), each read after a garbage collection of the driver JVM
+(``benchmarks/interleaving.py``), so all share the noise of a busy machine and none
+always follows the same one.
 For each format it prints the median wall time and rows/s of each reader and the line
 ``ratio splitsource/spark <format>: X.XX`` (rows/s of splitsource over rows/s of
 Spark; above 1.00 splitsource is faster), then ``floor python-source/spark <format>:
@@ -54,6 +55,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from interleaving import run_order, settle
 from sources.files import FileSource
 from sources.options import Option
 from sources.spark import local_session, register
@@ -305,7 +307,8 @@ def measure(
             )
     times: dict[str, list[float]] = {name: [] for name in readers}
     for run in range(1, runs + 1):
-        for name in rotated(readers, run):
+        for name in run_order(readers, run):
+            settle(spark)
             seconds, row = read(name)
             if not same(row, results[name]):
                 raise SystemExit(f"{fmt}: {name} gave {row}, before {results[name]}")
@@ -313,14 +316,6 @@ def measure(
         laps = "  ".join(f"{name} {seconds[-1]:.2f}s" for name, seconds in times.items())
         print(f"  {fmt} run {run}/{runs}: {laps}", flush=True)
     return times
-
-
-def rotated(readers: list[str], run: int) -> list[str]:
-    """The readers in run ``run``'s order: each goes first in turn, so that none always
-    follows the same one (a read can pay for what the one before left, such as the JVM's
-    garbage or cold Python workers)."""
-    shift = (run - 1) % len(readers)
-    return readers[shift:] + readers[:shift]
 
 
 def report(fmt: str, times: dict[str, list[float]], rows: int) -> dict[str, float]:

@@ -13,10 +13,12 @@ round-robin over ``--partitions`` partitions, and reads the whole topic on one
 
 A warm-up of each source counts the bounded read; every streaming run sums
 ``numInputRows`` over its progress reports. Either must equal ``--records`` or the
-benchmark exits. The timed runs alternate between the sources (ours, Spark's, ours,
-...), so both share the noise of a busy machine. For each mode it prints the median
-wall time and records/s of each source and their ratio (records/s of splitsource over
-records/s of Spark; above 1.00 splitsource is faster), and ends with the line
+benchmark exits. The timed runs alternate between the sources, taking them in every
+order in turn, each read after a garbage collection of the driver JVM
+(``benchmarks/interleaving.py``), so all share the noise of a busy machine. For each
+mode it prints the median wall time and records/s of each source and their ratio
+(records/s of splitsource over records/s of Spark; above 1.00 splitsource is faster),
+and ends with the line
 ``ratio splitsource/spark-kafka: X.XX``: the geometric mean of the two modes' ratios.
 
 A third source, the *floor* (:class:`FloorSource`), is timed too in both modes: the
@@ -67,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers.kafka_broker import KafkaBroker
 from helpers.maven import spark_kafka_jars
+from interleaving import run_order, settle
 from sources.kafka import KafkaSource
 from sources.spark import local_session, register
 
@@ -271,7 +274,8 @@ def measure(
     }
     for run in range(1, args.runs + 1):
         for mode in MODES:
-            for name in modes[mode]:
+            for name in run_order(modes[mode], run):
+                settle(spark)
                 began = time.perf_counter()
                 runs[mode](name)
                 times[mode][name].append(time.perf_counter() - began)

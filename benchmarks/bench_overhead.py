@@ -10,9 +10,10 @@ sink (nothing is collected to the driver):
    same partitioning and the same ``value BIGINT NOT NULL`` schema: the anchor;
 3. ``spark.range(N)``: the JVM-only ceiling.
 
-After one warm-up read of each way, the timed runs are interleaved, each run starting
-with the next way (A, B, C, then B, C, A, ...), so the three ways share the noise of a
-busy machine and none always follows the same one. It prints the median wall time and
+After one warm-up read of each way, the timed runs are interleaved, taking the ways in
+every order in turn (six runs cover the six orders), each read after a garbage
+collection of the driver JVM (``benchmarks/interleaving.py``), so the three ways share
+the noise of a busy machine and none always follows the same one. It prints the median wall time and
 rows/s of each way and ends with ``ratio splitsource/handwritten: X.XX`` (rows/s of
 splitsource over rows/s of the hand-written source; 1.00 means no overhead).
 
@@ -35,6 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from interleaving import run_order, settle
 from readers.fetcher import FetcherSettings
 from sources.numbers import NumberSequenceSource
 from sources.spark import local_session, register
@@ -129,8 +131,8 @@ def measure(spark: SparkSession, rows: int, splits: int, runs: int) -> dict[str,
     times: dict[str, list[float]] = {name: [] for name in frames}
     names = list(frames)
     for run in range(1, runs + 1):
-        shift = (run - 1) % len(names)  # each way first in turn: none always follows another
-        for name in names[shift:] + names[:shift]:
+        for name in run_order(names, run):
+            settle(spark)
             times[name].append(timed_read(frames[name]))
         laps = "  ".join(f"{name} {seconds[-1]:.2f}s" for name, seconds in times.items())
         print(f"run {run}/{runs}: {laps}", flush=True)
