@@ -57,7 +57,7 @@ class PositionRangeReader(SplitReader[SplitT]):
             self._next_position = stop
         batches = []
         if stop > start:
-            positions = np.arange(stop - start, dtype=np.int64) + np.int64(start)
+            positions = np.arange(start, stop, dtype=np.int64)
             values = pa.array(self.values(split, positions))
             batches.append(pa.RecordBatch.from_arrays([values], schema=_SCHEMA))
         return RecordsBySplit({split.split_id: batches}, finished)
