@@ -115,9 +115,10 @@ class BatchAssembler:
     """Cuts large batches and coalesces small ones to a bounded size.
 
     Batches of one schema go in with ``add``; ready batches come out of ``add``
-    and, at the end, ``flush``. A batch within the bounds comes out whole, alone
-    or joined with its neighbours while they fit together: the assembler copies
-    only small batches, never cuts one to fill another.
+    and, at the end, ``flush``. A batch within the bounds comes out whole, alone or
+    joined with its neighbours while they fit together; a batch over the bounds is
+    cut, its first piece topping up what is waiting. So the assembler copies only
+    batches it joins, and never cuts one that fits.
     """
 
     def __init__(self, schema: pa.Schema, max_rows: int, max_bytes: int) -> None:
@@ -135,20 +136,35 @@ class BatchAssembler:
             return ready
         bytes_per_row = max(1, batch.nbytes // batch.num_rows)
         rows_limit = max(1, min(self._max_rows, self._max_bytes // bytes_per_row))
-        for offset in range(0, batch.num_rows, rows_limit):
-            piece = batch.slice(offset, rows_limit) if batch.num_rows > rows_limit else batch
-            piece_bytes = piece.num_rows * bytes_per_row
-            if self._pending and (
-                self._pending_rows + piece.num_rows > rows_limit
-                or self._pending_bytes + piece_bytes > self._max_bytes
+        if batch.num_rows <= rows_limit:
+            if self._pending_rows + batch.num_rows > rows_limit or (
+                self._pending_bytes + batch.num_rows * bytes_per_row > self._max_bytes
             ):
-                ready.append(self._take_pending())
-            self._pending.append(piece)
-            self._pending_rows += piece.num_rows
-            self._pending_bytes += piece_bytes
-            if self._pending_rows >= rows_limit or self._pending_bytes >= self._max_bytes:
-                ready.append(self._take_pending())
+                ready.extend(self.flush())
+            self._keep(batch, bytes_per_row, rows_limit, ready)
+            return ready
+        if self._pending_rows >= rows_limit:  # waiting rows of narrower batches
+            ready.extend(self.flush())
+        offset = 0
+        while offset < batch.num_rows:
+            piece = batch.slice(offset, rows_limit - self._pending_rows)
+            offset += piece.num_rows
+            self._keep(piece, bytes_per_row, rows_limit, ready)
         return ready
+
+    def _keep(
+        self,
+        piece: pa.RecordBatch,
+        bytes_per_row: int,
+        rows_limit: int,
+        ready: list[pa.RecordBatch],
+    ) -> None:
+        """Add ``piece`` to what is waiting; once that is full, move it to ``ready``."""
+        self._pending.append(piece)
+        self._pending_rows += piece.num_rows
+        self._pending_bytes += piece.num_rows * bytes_per_row
+        if self._pending_rows >= rows_limit or self._pending_bytes >= self._max_bytes:
+            ready.extend(self.flush())
 
     def flush(self) -> list[pa.RecordBatch]:
         """Return what is still buffered, as at most one batch."""
