@@ -92,7 +92,7 @@ class ParquetFormat:
                         batch_size=options.batch_rows,
                         row_groups=[group],
                         columns=columns,
-                        use_threads=False,  # a task per core already: threads add only CPU
+                        use_threads=False,  # Spark runs a task per core, as for text blocks
                     )
                     for batch in batches:
                         try:
