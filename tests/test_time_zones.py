@@ -10,12 +10,16 @@ import os
 import subprocess
 import sys
 from datetime import UTC, datetime
+from itertools import product
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
 
+from readers.formats.malformed import Malformed
+from readers.formats.options import FormatOptions
+from readers.formats.values import converted
 from readers.formats.zones import as_instants, parse_zone_id
 from sources.machine_zone import machine_time_zone
 
@@ -81,6 +85,38 @@ def test_local_times_are_read_in_a_zone_as_java_reads_them(
     result = as_instants(column, "America/New_York")
     assert result.type == pa.timestamp("us", "UTC")
     assert result.to_pylist() == [instant]
+
+
+TIMESTAMP_TEXTS = [
+    f"{date}{separator}{time}{zone}"
+    for date, separator, time, zone in product(
+        ["2024-01-19", "20240119"],
+        ["", "T", " "],
+        ["", "04", "04:18", "04:18:23", "04:18:23.", "04:18:23.123456", "0418"],
+        ["", "Z", "z", "+01", "+0100", "+01:00", "-05:30", " Z"],
+    )
+]
+
+
+@pytest.mark.parametrize("text", TIMESTAMP_TEXTS)
+def test_a_timestamp_reads_the_same_whether_or_not_its_column_holds_local_times(
+    text: str,
+) -> None:
+    """A column whose values all have offsets is read in one cast; one mixing local times
+    splits them from the others: both ways give a value the same instant."""
+    field = pa.field("t", pa.timestamp("us", "UTC"))
+    options = FormatOptions(format="json", data_schema=pa.schema([field]), time_zone="+05:30")
+
+    def read(texts: list[str]) -> list[object]:
+        try:
+            return list(converted(pa.chunked_array([texts]), field, options).to_pylist())
+        except Malformed:
+            return ["malformed"]
+
+    alone = read([text])
+    local = datetime(2024, 1, 18, 22, 48, tzinfo=UTC)  # 04:18 at +05:30
+    expected = ["malformed"] if alone == ["malformed"] else [local, *alone]
+    assert read(["2024-01-19 04:18", text]) == expected
 
 
 def _resolved(tz: str | None, etc: Path | None = None) -> str:

@@ -277,7 +277,8 @@ def _unread_columns(data: bytes, options: FormatOptions) -> list[str]:
     schema = options.data_schema
     if options.extra_values_malformed:
         return []
-    first = data.split(b"\n", 1)[0].rstrip(b"\r")
+    newline = data.find(b"\n")
+    first = (data if newline < 0 else data[:newline]).rstrip(b"\r")
     try:
         width = pa_csv.read_csv(
             pa.BufferReader(first + b"\n"),

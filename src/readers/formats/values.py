@@ -164,9 +164,12 @@ def _instants(column: pa.ChunkedArray, unit: str, options: FormatOptions) -> pa.
     if options.timestamp_format is not None:
         parsed = pc.strptime(column, options.timestamp_format, unit)
         return parsed if parsed.type.tz is not None else as_instants(parsed, options.time_zone)
-    with_offset = pc.match_substring_regex(column, _ENDS_WITH_OFFSET)
-    if pc.all(with_offset).as_py() is not False:  # each has an offset (nulls aside)
+    try:
+        # The cast refuses text without an offset and takes no text the regex below calls
+        # local: a column of offsets, the usual one, needs no match per value.
         return pc.cast(column, pa.timestamp(unit, UTC))
+    except pa.ArrowInvalid:
+        with_offset = pc.match_substring_regex(column, _ENDS_WITH_OFFSET)
     no_text = pa.scalar(None, column.type)
     offset = pc.cast(pc.if_else(with_offset, column, no_text), pa.timestamp(unit, UTC))
     local = pc.cast(pc.if_else(with_offset, no_text, column), pa.timestamp(unit))
