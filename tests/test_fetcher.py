@@ -21,6 +21,11 @@ from sources.splits.numbers import NumberSequenceSplit
 
 SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
 
+BOTH_THREADINGS = pytest.mark.parametrize(
+    "read_ahead", [0, 4], ids=["on the caller's thread", "read ahead on a thread"]
+)
+"""``queue_capacity`` 0 reads on the iterating thread, more on a fetcher thread."""
+
 
 class WaitingReader(SplitReader[NumberSequenceSplit]):
     """Blocks in fetch until its timeout or a wakeup, like a reader waiting on a quiet broker."""
@@ -87,13 +92,14 @@ def iterate_in_thread(fetcher: SplitFetcher[NumberSequenceSplit]) -> tuple[threa
     return thread, outcome
 
 
-def test_reads_all_splits_on_one_thread_in_bounded_batches() -> None:
+@BOTH_THREADINGS
+def test_reads_all_splits_on_one_thread_in_bounded_batches(read_ahead: int) -> None:
     reader = CountingReader()
     fetcher = SplitFetcher(
         lambda: reader,
         splits((0, 99_999), (100_000, 100_009), (100_010, 250_000)),
         SCHEMA,
-        FetcherSettings(max_records_per_batch=3_000),
+        FetcherSettings(max_records_per_batch=3_000, queue_capacity=read_ahead),
     )
 
     batches = list(fetcher)
@@ -158,9 +164,32 @@ def test_a_cancelled_read_stops_within_the_shutdown_bound_even_if_wakeup_is_igno
     assert isinstance(outcome[-1], ReaderError)
 
 
-def test_leaving_the_iteration_early_closes_the_reader() -> None:
+@BOTH_THREADINGS
+def test_the_reader_runs_on_the_fetcher_thread_only_when_it_reads_ahead(read_ahead: int) -> None:
+    threads = []
+
+    class WhereReader(CountingReader):
+        def fetch(self, timeout: float) -> RecordsBySplit:
+            threads.append(threading.current_thread())
+            return super().fetch(timeout)
+
+    settings = FetcherSettings(max_records_per_batch=10, queue_capacity=read_ahead)
+    values = [
+        value
+        for batch in SplitFetcher(WhereReader, splits((0, 99)), SCHEMA, settings)
+        for value in batch.column(0).to_pylist()
+    ]
+
+    assert values == list(range(100))
+    here = {threading.current_thread()} == set(threads)
+    assert here == (read_ahead == 0)
+
+
+@BOTH_THREADINGS
+def test_leaving_the_iteration_early_closes_the_reader(read_ahead: int) -> None:
     reader = CountingReader()
-    fetcher = SplitFetcher(lambda: reader, splits((0, 10**9)), SCHEMA, FetcherSettings())
+    settings = FetcherSettings(queue_capacity=read_ahead)
+    fetcher = SplitFetcher(lambda: reader, splits((0, 10**9)), SCHEMA, settings)
     iterator: Iterator[pa.RecordBatch] = iter(fetcher)
 
     next(iterator)
@@ -170,9 +199,11 @@ def test_leaving_the_iteration_early_closes_the_reader() -> None:
     assert reader.finished == 0
 
 
-def test_a_failing_fetch_surfaces_with_the_split_ids_and_still_closes() -> None:
+@BOTH_THREADINGS
+def test_a_failing_fetch_surfaces_with_the_split_ids_and_still_closes(read_ahead: int) -> None:
     reader = CountingReader(fail_at=3)
-    fetcher = SplitFetcher(lambda: reader, splits((0, 10**7)), SCHEMA, FetcherSettings())
+    settings = FetcherSettings(queue_capacity=read_ahead)
+    fetcher = SplitFetcher(lambda: reader, splits((0, 10**7)), SCHEMA, settings)
 
     with pytest.raises(ReaderError, match=r"Reading splits \[0\] failed: ConnectionResetError"):
         list(fetcher)
@@ -181,13 +212,29 @@ def test_a_failing_fetch_surfaces_with_the_split_ids_and_still_closes() -> None:
     assert reader.finished == 0
 
 
-def test_a_failing_close_after_a_clean_read_is_reported() -> None:
-    class BadClose(CountingReader):
-        def close(self) -> None:
-            raise OSError("could not release the lease")
+class BadClose(CountingReader):
+    def close(self) -> None:
+        raise OSError("could not release the lease")
 
+
+@BOTH_THREADINGS
+def test_a_failing_close_after_a_clean_read_is_reported(read_ahead: int) -> None:
+    settings = FetcherSettings(queue_capacity=read_ahead)
     with pytest.raises(ReaderError, match="could not release the lease"):
-        list(SplitFetcher(BadClose, splits((0, 99)), SCHEMA, FetcherSettings()))
+        list(SplitFetcher(BadClose, splits((0, 99)), SCHEMA, settings))
+
+
+@BOTH_THREADINGS
+def test_a_failing_close_after_a_failed_read_leaves_the_read_s_failure_first(
+    read_ahead: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = FetcherSettings(queue_capacity=read_ahead)
+    fetcher = SplitFetcher(lambda: BadClose(fail_at=2), splits((0, 10**7)), SCHEMA, settings)
+
+    with pytest.raises(ReaderError, match="ConnectionResetError: peer went away"):
+        list(fetcher)
+
+    assert "could not release the lease" in caplog.text
 
 
 def test_the_queue_bound_holds_whatever_the_input_size() -> None:
@@ -226,15 +273,17 @@ def test_batches_are_cast_to_the_declared_schema() -> None:
     assert sum(batch.num_rows for batch in batches) == 1000
 
 
-def test_nulls_in_a_not_null_column_are_refused() -> None:
+@BOTH_THREADINGS
+def test_nulls_in_a_not_null_column_are_refused(read_ahead: int) -> None:
     class NullReader(NumberSequenceSplitReader):
         def fetch(self, timeout: float) -> RecordsBySplit:
             fetched = super().fetch(timeout)
             nulls = {sid: [pa.record_batch({"value": [1, None]})] for sid in fetched.batches}
             return RecordsBySplit(nulls, fetched.finished)
 
+    settings = FetcherSettings(queue_capacity=read_ahead)
     with pytest.raises(SchemaMismatchError, match="1 null values in column 'value'"):
-        list(SplitFetcher(NullReader, splits((0, 9)), SCHEMA, FetcherSettings()))
+        list(SplitFetcher(NullReader, splits((0, 9)), SCHEMA, settings))
 
 
 def test_reads_up_to_the_largest_long_without_overflow() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from itertools import pairwise
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -18,7 +19,9 @@ from hypothesis.stateful import (
 )
 
 from enumerators.base import EnumeratorContext, ReadMode, SplitEnumerator
+from sources.files import FileSource
 from sources.numbers import NumberSequenceSource
+from sources.options import parse_options
 from sources.serialization import frame, unframe
 from sources.spark.partitions import pack, pack_for_cores
 from sources.split import UNKNOWN_SPLIT_BYTES
@@ -207,6 +210,19 @@ def all_splits(
     enumerator: SplitEnumerator[NumberSequenceSplit, list[NumberSequenceSplit]],
 ) -> list[NumberSequenceSplit]:
     return list(enumerator.next_splits())
+
+
+@pytest.mark.parametrize(
+    ("path", "batches"),
+    [("/data/events", 0), ("file:///data/events", 0), ("s3://bucket/events", 4)],
+)
+def test_local_files_are_read_on_the_task_s_thread_and_remote_ones_ahead(
+    path: str, batches: int
+) -> None:
+    given = {"path": path, "format": "csv"}
+    source = FileSource.from_options(parse_options("splitsource.files", FileSource.options, given))
+
+    assert source.read_ahead() == batches
 
 
 @settings(max_examples=200, deadline=None)

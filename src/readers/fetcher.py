@@ -18,6 +18,11 @@ so at most ``queue_capacity`` batches of at most ``max_bytes_per_batch`` are
 buffered whatever the input size. Every wait is bounded and checks the stop
 flag, so a cancelled read stops within about ``fetch_timeout`` plus the
 reader's reaction to ``wakeup``.
+
+With ``queue_capacity`` 0 there is no fetcher thread: the task's thread runs the
+same loop and hands each batch to Spark as it is ready, reading none ahead. A
+source chooses that when its reads do not wait (``Source.read_ahead``): where
+Spark's tasks keep every core busy, a second busy thread per task only costs CPU.
 """
 
 from __future__ import annotations
@@ -68,7 +73,8 @@ class FetcherSettings:
     """The most bytes in one batch handed to Spark (``maxBytesPerBatch``)."""
 
     queue_capacity: int = 4
-    """How many batches the fetcher thread reads ahead of Spark (``fetchQueueCapacity``)."""
+    """How many batches the fetcher thread reads ahead of Spark (``fetchQueueCapacity``);
+    0: no fetcher thread, the caller's thread reads."""
 
     fetch_timeout: float = 1.0
     """The ``timeout`` passed to ``SplitReader.fetch``, in seconds."""
@@ -133,10 +139,11 @@ class SplitFetcher(Generic[SplitT]):
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         use_a_pool_for_batches_freed_elsewhere()
-        self._thread.start()
+        reads_ahead = self._settings.queue_capacity > 0
+        if reads_ahead:
+            self._thread.start()
         try:
-            while True:
-                item = self._next_item()
+            for item in self._queued() if reads_ahead else self._items():
                 if isinstance(item, _End):
                     return
                 if isinstance(item, SplitSourceError):
@@ -148,13 +155,17 @@ class SplitFetcher(Generic[SplitT]):
                 yield item
         finally:
             self.cancel()
-            self._thread.join(self._settings.shutdown_timeout)
-            if self._thread.is_alive():
-                log.warning(
-                    "splitsource fetcher thread did not stop within %.1fs after cancel; "
-                    "its split reader ignores wakeup()",
-                    self._settings.shutdown_timeout,
-                )
+            if reads_ahead:
+                self._stop_thread()
+
+    def _stop_thread(self) -> None:
+        self._thread.join(self._settings.shutdown_timeout)
+        if self._thread.is_alive():
+            log.warning(
+                "splitsource fetcher thread did not stop within %.1fs after cancel; "
+                "its split reader ignores wakeup()",
+                self._settings.shutdown_timeout,
+            )
 
     def cancel(self) -> None:
         """Stop reading: wake the reader and let the fetcher thread close it. Thread-safe."""
@@ -163,10 +174,11 @@ class SplitFetcher(Generic[SplitT]):
             if self._reader is not None:
                 self._reader.wakeup()
 
-    def _next_item(self) -> pa.RecordBatch | BaseException | _End:
+    def _queued(self) -> Iterator[pa.RecordBatch | BaseException | _End]:
+        """What the fetcher thread delivers, in order."""
         while True:
             try:
-                return self._queue.get(timeout=_POLL)
+                yield self._queue.get(timeout=_POLL)
             except queue.Empty:
                 if self._stopping.is_set():
                     raise ReaderError(
@@ -178,33 +190,32 @@ class SplitFetcher(Generic[SplitT]):
                     ) from None
 
     def _run(self) -> None:
+        for item in self._items():
+            self._deliver(item)
+
+    def _items(self) -> Iterator[pa.RecordBatch | BaseException | _End]:
+        """The batches read, then the outcome: the failure, or ``_End`` once the reader
+        is closed. Run by the fetcher thread, or by the task's with no read-ahead."""
         outcome: BaseException | _End = _End()
         reader: SplitReader[SplitT] | None = None
         try:
             reader = self._create_reader()
             with self._reader_lock:
                 self._reader = reader
-            if self._stopping.is_set():
-                return
-            self._read_all(reader)
+            if not self._stopping.is_set():
+                yield from self._batches(reader)
+        except GeneratorExit:  # the task's thread stopped iterating; ``finally`` closes
+            raise
         except BaseException as error:
             outcome = error
         finally:
             with self._reader_lock:
                 self._reader = None  # no wakeup() once close() starts
             if reader is not None:
-                try:
-                    reader.close()
-                except BaseException as error:
-                    if isinstance(outcome, _End):
-                        outcome = error
-                    else:
-                        log.warning(
-                            "closing the split reader after a failure failed too: %r", error
-                        )
-            self._deliver(outcome)
+                outcome = _closed(reader, outcome)
+        yield outcome
 
-    def _read_all(self, reader: SplitReader[SplitT]) -> None:
+    def _batches(self, reader: SplitReader[SplitT]) -> Iterator[pa.RecordBatch]:
         settings = self._settings
         assembler = BatchAssembler(
             self._schema, settings.max_records_per_batch, settings.max_bytes_per_batch
@@ -216,14 +227,12 @@ class SplitFetcher(Generic[SplitT]):
             for split_id, batches in fetched.batches.items():
                 for batch in batches:
                     shaped = conform(batch, self._schema, f"split '{split_id}'")
-                    for ready in assembler.add(shaped):
-                        self._deliver(ready)
+                    yield from assembler.add(shaped)
             unfinished -= fetched.finished
         if self._stopping.is_set():
             return
         reader.finish()
-        for ready in assembler.flush():
-            self._deliver(ready)
+        yield from assembler.flush()
 
     def _deliver(self, item: pa.RecordBatch | BaseException | _End) -> None:
         while not self._stopping.is_set():
@@ -237,3 +246,15 @@ class SplitFetcher(Generic[SplitT]):
         ids = [split.split_id for split in self._splits]
         shown = ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
         return f"[{shown}]"
+
+
+def _closed(reader: SplitReader[SplitT], outcome: BaseException | _End) -> BaseException | _End:
+    """Close ``reader``; the outcome of the read: ``outcome``, or the close's failure after
+    a read that did not fail."""
+    try:
+        reader.close()
+    except BaseException as error:
+        if isinstance(outcome, _End):
+            return error
+        log.warning("closing the split reader after a failure failed too: %r", error)
+    return outcome

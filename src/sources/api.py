@@ -249,6 +249,17 @@ class Source(ABC, Generic[SplitT, StateT]):
         """
         return splits
 
+    def read_ahead(self) -> int:
+        """How many Arrow batches a task reads ahead of Spark, on a thread of its own, when
+        the user does not give ``fetchQueueCapacity``.
+
+        The default, 4, lets a reader's waits (on a network, a broker) overlap Spark's
+        work on the batches before. A source whose reads do not wait (generated data,
+        local files) returns 0: the task's own thread reads, which costs less CPU where
+        Spark's tasks already keep every core busy.
+        """
+        return 4
+
     def split_counts_records(self, split: SplitT) -> bool:
         """Whether the positions of ``split`` count its records. Driver only.
 

@@ -454,6 +454,11 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
     def create_reader(self, schema: pa.Schema) -> FileSplitReader:
         return FileSplitReader(self.read, schema)
 
+    def read_ahead(self) -> int:
+        """0 for local files, which the task's thread reads without waiting; else the
+        default, so that waits on an object store overlap Spark's work."""
+        return 0 if self.storage.is_local else super().read_ahead()
+
     def split_serializer(self) -> FileSplitSerializer:
         return FileSplitSerializer()
 

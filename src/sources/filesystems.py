@@ -29,6 +29,11 @@ class Storage:
         """The filesystem."""
         return self.connect()
 
+    @property
+    def is_local(self) -> bool:
+        """Whether the files are on this machine's own filesystem."""
+        return (fsspec.core.split_protocol(self.url)[0] or "file") in ("file", "local")
+
     def connect(self) -> fsspec.AbstractFileSystem:
         """Build the filesystem, without fsspec's listings cache unless the options ask for it.
 

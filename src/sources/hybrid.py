@@ -391,6 +391,10 @@ class HybridSource(Source[HybridSplit, HybridState]):
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_started": {}}
 
+    def read_ahead(self) -> int:
+        """The most any stage reads ahead: a task may read splits of every stage."""
+        return max(source.read_ahead() for source in self.sources)
+
     def split_counts_records(self, split: HybridSplit) -> bool:
         """As its own source says: Kafka's offsets count records, archive files do not."""
         return self.sources[split.index].split_counts_records(split.split)

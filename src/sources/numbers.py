@@ -87,6 +87,10 @@ class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]
     def create_reader(self, schema: pa.Schema) -> NumberSequenceSplitReader:
         return NumberSequenceSplitReader()
 
+    def read_ahead(self) -> int:
+        """0: numbers are generated without a wait to overlap."""
+        return 0
+
     def split_serializer(self) -> NumberSequenceSplitSerializer:
         return NumberSequenceSplitSerializer()
 

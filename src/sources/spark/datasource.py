@@ -97,10 +97,15 @@ READ_OPTIONS: tuple[Option, ...] = (
     ),
     Option.integer(
         "fetchQueueCapacity",
-        "Arrow batches buffered between the fetcher thread and Spark",
-        default=_DEFAULTS.queue_capacity,
-        minimum=1,
-    ).listed("Arrow batches buffered between the task's fetcher thread and Spark; at least 1"),
+        "Arrow batches a task reads ahead of Spark on a thread of its own; 0: none, the "
+        "task's thread reads (default: the source's)",
+        default=None,
+        minimum=0,
+    ).listed(
+        "Arrow batches a task reads ahead of Spark, on a thread of its own; `0` reads on "
+        "the task's own thread, with none read ahead",
+        shown="the source's (`splitsource.numbers` and local files: `0`), else `4`",
+    ),
 )
 """Options every splitsource format accepts, besides the source's own."""
 

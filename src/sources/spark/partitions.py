@@ -105,7 +105,9 @@ class SplitPartitionReading:
                 or self.source.default_max_records_per_batch
                 or FetcherSettings.max_records_per_batch,
                 max_bytes_per_batch=self.options["maxBytesPerBatch"],
-                queue_capacity=self.options["fetchQueueCapacity"],
+                queue_capacity=self.source.read_ahead()
+                if self.options["fetchQueueCapacity"] is None
+                else self.options["fetchQueueCapacity"],
             ),
         )
 
