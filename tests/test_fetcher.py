@@ -126,11 +126,11 @@ def test_batches_respect_the_byte_bound() -> None:
     assert max(batch.nbytes for batch in batches) <= 64_000
 
 
-def test_cancel_wakes_a_fetch_blocked_on_a_long_timeout_within_100ms() -> None:
+@BOTH_THREADINGS
+def test_cancel_wakes_a_fetch_blocked_on_a_long_timeout_within_100ms(read_ahead: int) -> None:
     reader = WaitingReader()
-    fetcher = SplitFetcher(
-        lambda: reader, splits((0, 9)), SCHEMA, FetcherSettings(fetch_timeout=30.0)
-    )
+    settings = FetcherSettings(fetch_timeout=30.0, queue_capacity=read_ahead)
+    fetcher = SplitFetcher(lambda: reader, splits((0, 9)), SCHEMA, settings)
     thread, outcome = iterate_in_thread(fetcher)
     time.sleep(0.3)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -142,8 +142,9 @@ class SplitFetcher(Generic[SplitT]):
         reads_ahead = self._settings.queue_capacity > 0
         if reads_ahead:
             self._thread.start()
+        items = self._queued() if reads_ahead else self._items()
         try:
-            for item in self._queued() if reads_ahead else self._items():
+            for item in items:
                 if isinstance(item, _End):
                     return
                 if isinstance(item, SplitSourceError):
@@ -155,6 +156,7 @@ class SplitFetcher(Generic[SplitT]):
                 yield item
         finally:
             self.cancel()
+            items.close()  # without read-ahead, closes the reader here and now
             if reads_ahead:
                 self._stop_thread()
 
@@ -174,16 +176,14 @@ class SplitFetcher(Generic[SplitT]):
             if self._reader is not None:
                 self._reader.wakeup()
 
-    def _queued(self) -> Iterator[pa.RecordBatch | BaseException | _End]:
+    def _queued(self) -> Generator[pa.RecordBatch | BaseException | _End, None, None]:
         """What the fetcher thread delivers, in order."""
         while True:
             try:
                 yield self._queue.get(timeout=_POLL)
             except queue.Empty:
                 if self._stopping.is_set():
-                    raise ReaderError(
-                        f"The read of splits {self._split_ids()} was cancelled."
-                    ) from None
+                    raise self._cancelled() from None
                 if not self._thread.is_alive() and self._queue.empty():
                     raise ReaderError(
                         f"The fetcher thread for splits {self._split_ids()} ended unexpectedly."
@@ -193,7 +193,7 @@ class SplitFetcher(Generic[SplitT]):
         for item in self._items():
             self._deliver(item)
 
-    def _items(self) -> Iterator[pa.RecordBatch | BaseException | _End]:
+    def _items(self) -> Generator[pa.RecordBatch | BaseException | _End, None, None]:
         """The batches read, then the outcome: the failure, or ``_End`` once the reader
         is closed. Run by the fetcher thread, or by the task's with no read-ahead."""
         outcome: BaseException | _End = _End()
@@ -202,8 +202,9 @@ class SplitFetcher(Generic[SplitT]):
             reader = self._create_reader()
             with self._reader_lock:
                 self._reader = reader
-            if not self._stopping.is_set():
-                yield from self._batches(reader)
+            if self._stopping.is_set():  # cancelled while the reader was being made
+                raise self._cancelled()
+            yield from self._batches(reader)
         except GeneratorExit:  # the task's thread stopped iterating; ``finally`` closes
             raise
         except BaseException as error:
@@ -230,7 +231,7 @@ class SplitFetcher(Generic[SplitT]):
                     yield from assembler.add(shaped)
             unfinished -= fetched.finished
         if self._stopping.is_set():
-            return
+            raise self._cancelled()  # not a complete read: no finish(), no last batch
         reader.finish()
         yield from assembler.flush()
 
@@ -241,6 +242,9 @@ class SplitFetcher(Generic[SplitT]):
                 return
             except queue.Full:
                 continue
+
+    def _cancelled(self) -> ReaderError:
+        return ReaderError(f"The read of splits {self._split_ids()} was cancelled.")
 
     def _split_ids(self) -> str:
         ids = [split.split_id for split in self._splits]
