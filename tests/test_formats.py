@@ -14,12 +14,13 @@ from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from enumerators.file_listing import braces_expanded
@@ -31,7 +32,7 @@ from readers.formats import (
     read_range,
 )
 from readers.formats.json_text import starts_a_line_with_a_word
-from readers.formats.lines import line_feed_ends, separator_count
+from readers.formats.lines import LineBlocks, line_feed_ends, peeker, separator_count
 from readers.formats.patterns import strptime_format
 from sources.errors import FileReadError, InvalidOptionError, MalformedRecordError
 
@@ -95,6 +96,15 @@ def local(tmp_path: Path) -> Store:
 
 
 MEMORY = Store(fsspec.filesystem("memory"), "/formats-hypothesis")
+
+
+@pytest.fixture(scope="module", params=["memory", "local"])
+def ranged(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """A store for the range properties: in memory, or local files (read with a look
+    ahead that ends chunks at a line's end)."""
+    if request.param == "memory":
+        return MEMORY
+    return Store(fsspec.filesystem("file"), str(tmp_path_factory.mktemp("ranges")))
 
 
 def compress(data: bytes, codec: str) -> bytes:
@@ -277,12 +287,14 @@ line_endings = st.sampled_from(["\n", "\r\n"])
     cuts=st.lists(st.integers(0, 130), max_size=8),
     chunk_bytes=st.integers(1, 16),
 )
-def test_text_ranges_read_each_line_once(data: bytes, cuts: list[int], chunk_bytes: int) -> None:
-    path = MEMORY.put("t.txt", data)
+def test_text_ranges_read_each_line_once(
+    ranged: Store, data: bytes, cuts: list[int], chunk_bytes: int
+) -> None:
+    path = ranged.put("t.txt", data)
     options = failfast("text", TEXT_SCHEMA)
-    whole = read_all(MEMORY, path, options).to_pylist()
+    whole = read_all(ranged, path, options).to_pylist()
     assert whole == [{"value": line} for line in text_oracle(data)]
-    assert read_cut(MEMORY, path, options, cuts, chunk_bytes) == whole
+    assert read_cut(ranged, path, options, cuts, chunk_bytes) == whole
 
 
 LINE_SEPS = [",", "\r\n", "ab", "\u20ac", "|;"]
@@ -297,17 +309,17 @@ LINE_SEPS = [",", "\r\n", "ab", "\u20ac", "|;"]
     chunk_bytes=st.integers(1, 16),
 )
 def test_text_ranges_with_a_line_sep_read_each_line_once(
-    separator: str, pieces: list[str], cuts: list[int], chunk_bytes: int
+    ranged: Store, separator: str, pieces: list[str], cuts: list[int], chunk_bytes: int
 ) -> None:
     data = "".join(pieces).encode()
-    path = MEMORY.put("t.txt", data)
+    path = ranged.put("t.txt", data)
     options = failfast("text", TEXT_SCHEMA, line_sep=separator)
     lines = data.split(separator.encode())
     if lines[-1] == b"":  # a separator at the end ends the last line, as in Spark
         lines.pop()
     expected = [{"value": line.decode()} for line in lines]
-    assert read_all(MEMORY, path, options).to_pylist() == expected
-    assert read_cut(MEMORY, path, options, cuts, chunk_bytes) == expected
+    assert read_all(ranged, path, options).to_pylist() == expected
+    assert read_cut(ranged, path, options, cuts, chunk_bytes) == expected
 
 
 @FAST
@@ -319,17 +331,17 @@ def test_text_ranges_with_a_line_sep_read_each_line_once(
     chunk=st.integers(1, 32),
 )
 def test_jsonl_ranges_with_a_line_sep_read_each_object_once(
-    separator: str, rows: list[int], white: list[str], cuts: list[int], chunk: int
+    ranged: Store, separator: str, rows: list[int], white: list[str], cuts: list[int], chunk: int
 ) -> None:
     """Records end at the separator only: a line break inside one is white space."""
     text = separator.join(
         f'{{"n":{space}{n}}}{space}' for n, space in zip(rows, white, strict=False)
     )
-    path = MEMORY.put("r.jsonl", text.encode())
+    path = ranged.put("r.jsonl", text.encode())
     options = failfast("json", CSV_TWO, line_sep=separator)
     expected = [{"n": n, "s": None} for n in rows]
-    assert read_all(MEMORY, path, options).to_pylist() == expected
-    assert read_cut(MEMORY, path, options, cuts, chunk) == expected
+    assert read_all(ranged, path, options).to_pylist() == expected
+    assert read_cut(ranged, path, options, cuts, chunk) == expected
 
 
 @pytest.mark.parametrize(
@@ -939,3 +951,35 @@ def test_line_feeds_remembered_for_one_block_are_never_those_of_another(
         else:
             expected = [at + 1 for at, byte in enumerate(data) if byte == 0x0A]
             assert line_feed_ends(data).tolist() == expected
+
+
+@FAST
+@given(
+    separator=st.sampled_from(["\n", *LINE_SEPS]),
+    lines=st.lists(st.text("ab\n\r|;,\u20ac", max_size=12), max_size=20),
+    chunk_bytes=st.integers(1, 64),
+    window=st.integers(1, 64),
+)
+def test_a_file_read_with_a_look_ahead_is_cut_into_its_own_reads(
+    separator: str, lines: list[str], chunk_bytes: int, window: int
+) -> None:
+    """Where the look ahead (``window`` bytes before a chunk's end) sees a line's end,
+    each block is a chunk as read: its lines are decoded without a copy."""
+    encoded = separator.encode()
+    pieces = [line.encode().replace(encoded, b"") + encoded for line in lines]
+    assume(all(len(piece) <= min(chunk_bytes, window) for piece in pieces))
+    data = b"".join(pieces)
+    file = pa.BufferReader(data)
+    reads: list[bytes] = []
+
+    def read(size: int) -> bytes:
+        reads.append(file.read(size))
+        return reads[-1]
+
+    blocks = LineBlocks(
+        read, 0, len(data), None, chunk_bytes, "t", separator=encoded, peek=peeker(file)
+    )
+    with patch("readers.formats.lines._PEEK_BYTES", window):
+        datas = [block.data for block in blocks]
+    assert b"".join(datas) == data
+    assert all(any(block is chunk for chunk in reads) for block in datas)

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from readers.formats.compression import codec_of, whole_file_extensions
-from readers.formats.lines import NEWLINE, Block, LineBlocks, line_ends
+from readers.formats.lines import NEWLINE, Block, LineBlocks, line_ends, peeker
 from readers.formats.malformed import (
     LineCodec,
     Malformed,
@@ -150,6 +150,7 @@ class LineFormat(LineCodec, ABC):
                 path,
                 whole=self.reads_whole(options),
                 separator=self.separator(options),
+                peek=peeker(file) if codec is None and isinstance(file, pa.OSFile) else None,
             )
             try:
                 for block in blocks:

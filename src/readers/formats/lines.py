@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from readers.formats.opening import short_file_error
 
@@ -57,6 +58,7 @@ __all__ = [
     "line_ends",
     "line_feed_ends",
     "overlaps_itself",
+    "peeker",
     "separator_count",
     "separator_starts",
 ]
@@ -68,6 +70,7 @@ DEFAULT_CHUNK_BYTES = 8 << 20
 """How many bytes of a text file are decoded at a time (rounded to whole lines)."""
 
 _TAIL_BYTES = 64 << 10  # read past the end of a range to finish its last line
+_PEEK_BYTES = 64 << 10  # looked at ahead of a chunk's end for the last line's end
 _REMEMBERED_BYTES = 4 * DEFAULT_CHUNK_BYTES  # the largest block whose line feeds are kept
 
 
@@ -96,8 +99,10 @@ class LineBlocks:
     tells the header line from the lines before it (true for the header): the
     split at byte 0 skips through the header. ``whole`` makes the rest of the
     stream one block (a split of a whole file, whose records span lines).
-    ``separator`` ends lines (see the module). ``position`` and ``line`` say how
-    far it got, for error messages.
+    ``separator`` ends lines (see the module). ``peek``, if given, reads ``size`` bytes
+    at an offset of the stream without moving ``read`` (a local file's ``read_at``):
+    each chunk then ends at a line's end, and its lines are a block without a copy.
+    ``position`` and ``line`` say how far it got, for error messages.
     """
 
     def __init__(
@@ -110,8 +115,10 @@ class LineBlocks:
         path: str,
         whole: bool = False,
         separator: bytes = NEWLINE,
+        peek: Callable[[int, int], bytes] | None = None,
     ) -> None:
         self._read = read
+        self._peek = None if whole else peek
         self._start = start
         self._end = end
         self._header = header if start == 0 else None
@@ -128,9 +135,18 @@ class LineBlocks:
         size = self._chunk
         if self._end is not None and self._read_at + size > self._end:
             size = min(size, max(self._end - self._read_at, 0) + _TAIL_BYTES)
+        elif self._peek is not None:
+            size = self._through_last_separator(self._peek, size)
         data = self._read(size)
         self._read_at += len(data)
         return data
+
+    def _through_last_separator(self, peek: Callable[[int, int], bytes], size: int) -> int:
+        """``size``, less the bytes after the last separator that ends in the next ``size``
+        (``size`` if the look ahead finds none)."""
+        window = min(_PEEK_BYTES, size)
+        found = peek(window, self._read_at + size - window).rfind(self._separator)
+        return size if found < 0 else size - window + found + len(self._separator)
 
     def __iter__(self) -> Iterator[Block]:
         end = self._end
@@ -228,6 +244,19 @@ class LineBlocks:
     def _at_eof(self) -> None:
         if self._end is not None and self.position < self._end:
             raise short_file_error(self._path, self.position, self._start, self._end)
+
+
+def peeker(file: pa.NativeFile) -> Callable[[int, int], bytes]:
+    """A ``peek`` for :class:`LineBlocks` over ``file``, a random-access file: it reads
+    ``size`` bytes at ``offset`` and leaves the file's position as it was."""
+
+    def peek(size: int, offset: int) -> bytes:
+        here = file.tell()
+        data: bytes = file.read_at(size, offset)
+        file.seek(here)  # pyarrow wants a seek after read_at before the next read
+        return data
+
+    return peek
 
 
 def _last_separator(pending: list[bytes], data: bytes, separator: bytes) -> int | None:
