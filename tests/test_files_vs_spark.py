@@ -370,6 +370,17 @@ JSON_CASES: dict[str, tuple[bytes, str | None, dict[str, Any]]] = {
         "a string",
         {"mode": "DROPMALFORMED"},
     ),
+    # pyarrow reads a later line of null as a row of nulls, and fails on a later true.
+    "later lines of words are malformed records": (
+        b'{"a": "x"}\nnull\n{"a": "y"}\ntrue\n  null\n{}\n{"a": null}\n',
+        "a string, _corrupt_record string",
+        {},
+    ),
+    "later lines of words are dropped by DROPMALFORMED": (
+        b'{"a": "x"}\nnull\n{}\nfalse\n',
+        "a string",
+        {"mode": "DROPMALFORMED"},
+    ),
 }
 
 

@@ -918,6 +918,30 @@ def test_glob_braces_are_spelled_out(pattern: str, expected: list[str]) -> None:
     assert braces_expanded(pattern) == expected
 
 
+@pytest.mark.parametrize(
+    ("data", "line"),
+    [
+        (b'null\n{"n": 1}\n', 1),
+        (b'{"n": 1}\nnull\n{"n": 2}\n', 2),
+        (b'{"n": 1}\n{"s": "x"}\n  null\n', 3),
+        (b'{"n": 1}\ntrue\n', 2),
+    ],
+    ids=["first", "later", "later-indented", "later-true"],
+)
+def test_a_json_line_that_is_a_bare_word_is_malformed_wherever_it_is(
+    local: Store, data: bytes, line: int
+) -> None:
+    path = local.put("words.json", data)
+    with pytest.raises(MalformedRecordError, match=rf"at line {line} .*: a line is a bare word"):
+        read_all(local, path, failfast("json", CSV_TWO))
+
+
+def test_json_objects_with_every_column_null_are_rows(local: Store) -> None:
+    path = local.put("nulls.json", b'{"n": 1}\n{}\n{"n": null, "s": null}\n{"x": 2}\n')
+    rows = read_all(local, path, failfast("json", CSV_TWO)).to_pylist()
+    assert rows == [{"n": 1, "s": None}] + [{"n": None, "s": None}] * 3
+
+
 _LINE_PIECES = st.lists(
     st.sampled_from([b"{", b"}", b"\n", b"\r", b" ", b"\t", b"null", b"true", b"[", b"1", b"a"]),
     max_size=12,

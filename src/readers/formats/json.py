@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from readers.formats.decimals import rounded, wide_decimal
@@ -16,6 +17,7 @@ from readers.formats.json_text import (
     document_as_lines,
     fitting_fields,
     starts_a_line_with_a_word,
+    starts_with_a_word,
     values_as_text,
 )
 from readers.formats.line_format import RecordFormat, with_block_size
@@ -36,6 +38,8 @@ __all__ = ["JsonFormat"]
 
 _NOT_DECIMAL = "Failed to convert JSON to decimal"
 """pyarrow's error for a number with more digits than a decimal's precision or scale."""
+
+_A_WORD = "a line is a bare word (such as null), not a JSON object"
 
 
 class JsonFormat(RecordFormat):
@@ -58,8 +62,8 @@ class JsonFormat(RecordFormat):
             data = _document(data) if options.multi_line else _arrays_as_records(data)
         if not data or data.isspace():  # also a line that is an empty array
             return schema.empty_table()
-        if starts_a_line_with_a_word(data):  # pyarrow crashes on a first line of null
-            raise Malformed("a line is a bare word (such as null), not a JSON object")
+        if starts_with_a_word(data):  # pyarrow would crash
+            raise Malformed(_A_WORD)
         as_read = pa.schema(
             [
                 field.with_type(pa.string()) if _read_as_text(field, options) else field
@@ -69,12 +73,16 @@ class JsonFormat(RecordFormat):
         try:
             table = _read(data, options, as_read)
         except pa.ArrowInvalid as error:
+            if starts_a_line_with_a_word(data):  # such as true: say so, not pyarrow's words
+                raise Malformed(_A_WORD) from None
             if _NOT_DECIMAL in str(error):  # maybe only until rounded
                 table = _read_rounded(data, options, as_read)
             elif "changed from string to" in str(error):
                 table = _read(values_as_text(data, as_read), options, as_read)
             else:  # text cannot help
                 raise
+        if _has_a_row_of_nulls(table) and starts_a_line_with_a_word(data):
+            raise Malformed(_A_WORD)  # pyarrow reads a line of null after the first as nulls
         if not options.multi_line:
             check_one_per_line(table.num_rows, data, _records)
         if as_read != schema:
@@ -262,6 +270,19 @@ def _validated(column: pa.ChunkedArray) -> pa.ChunkedArray:
     """``column``; raises ``pa.ArrowInvalid`` if a value has more digits than its type."""
     column.validate(full=True)
     return column
+
+
+def _has_a_row_of_nulls(table: pa.Table) -> bool:
+    """Whether a row of ``table`` is null in every column (at once when a column has no
+    null, as most have)."""
+    if not table.num_columns:
+        return bool(table.num_rows)
+    if any(column.null_count == 0 for column in table.columns):
+        return False
+    nulls = pc.is_null(table.column(0))
+    for column in table.columns[1:]:
+        nulls = pc.and_(nulls, pc.is_null(column))
+    return bool(pc.any(nulls).as_py())
 
 
 def _records(data: bytes) -> int:

@@ -22,11 +22,23 @@ import pyarrow as pa
 
 from readers.formats.lines import line_feed_ends
 
-__all__ = ["document_as_lines", "fitting_fields", "starts_a_line_with_a_word", "values_as_text"]
+__all__ = [
+    "document_as_lines",
+    "fitting_fields",
+    "starts_a_line_with_a_word",
+    "starts_with_a_word",
+    "values_as_text",
+]
 
 _OPEN_BRACE = ord("{")
 _FIRST_LINE_A_WORD = re.compile(rb"[ \t\r\n]*[a-z]")
 _LATER_LINE_A_WORD = re.compile(rb"\n[ \t\r]*[a-z]")
+
+
+def starts_with_a_word(data: bytes) -> bool:
+    """Whether the first line of JSON lines ``data`` that is not blank starts with a word
+    such as ``null``: pyarrow's reader crashes the process on a first line of ``null``."""
+    return _FIRST_LINE_A_WORD.match(data) is not None
 
 
 def starts_a_line_with_a_word(data: bytes) -> bool:

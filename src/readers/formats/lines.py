@@ -316,31 +316,35 @@ class _LineFeeds:
     """The line feeds of the block looked at last, kept with the block itself.
 
     A block's line feeds are counted when it is cut (for line numbers), then counted or
-    located again by its decoder's checks; locating them once, and remembering them for
-    the same ``bytes`` object (by identity, which cannot match stale data while the object
-    is held), makes that one pass over 8 MiB instead of three.
+    located again by its decoder's checks; remembering them for the same ``bytes`` object
+    (by identity, which cannot match stale data while the object is held) spares those
+    passes over 8 MiB.
     """
 
     def __init__(self) -> None:
-        # One tuple, replaced whole: other threads never see a block with another's ends.
-        self._last: tuple[bytes, np.ndarray] = (b"", np.empty(0, dtype=np.intp))
+        # One tuple (data, count, ends or None), replaced whole: other threads never see a mix.
+        self._last: tuple[bytes, int, np.ndarray | None] = (b"", 0, None)
 
     def count(self, data: bytes) -> int:
         """How many ``\\n`` ``data`` holds."""
-        if len(data) > _REMEMBERED_BYTES:  # counting needs no array of offsets
-            return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A))
-        return len(self.ends(data))
+        block, count, _ = self._last
+        if block is not data:
+            count = int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A))
+            self._remember(data, count, None)
+        return count
 
     def ends(self, data: bytes) -> np.ndarray:
         """The offsets right after each ``\\n`` of ``data``, in order (read-only)."""
-        block, ends = self._last
-        if block is not data:
+        block, _, ends = self._last
+        if block is not data or ends is None:
             ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A) + 1
             ends.flags.writeable = False
-            # A whole file read as one block (multiLine) is not kept alive after its read.
-            if len(data) <= _REMEMBERED_BYTES:
-                self._last = (data, ends)
+            self._remember(data, len(ends), ends)
         return ends
+
+    def _remember(self, data: bytes, count: int, ends: np.ndarray | None) -> None:
+        # A whole file read as one block (multiLine) is not kept alive after its read.
+        self._last = (data, count, ends) if len(data) <= _REMEMBERED_BYTES else (b"", 0, None)
 
 
 _line_feeds = _LineFeeds()
