@@ -69,6 +69,7 @@ for line in sys.stdin:
     except BaseException:
         print("ERROR " + json.dumps(traceback.format_exc()), flush=True)
     print("DONE", flush=True)
+spark.stop()  # ends what a script left running, such as a listener's stream, or exit waits
 """
 
 
