@@ -43,15 +43,15 @@ def starts_with_a_word(data: bytes) -> bool:
 
 def starts_a_line_with_a_word(data: bytes) -> bool:
     """Whether a line of JSON lines ``data`` starts with a word such as ``null`` or ``true``:
-    it is not an object, and pyarrow's reader crashes the process on a first line of ``null``."""
+    it is not an object (see :func:`starts_with_a_word` for the first line)."""
     if _every_line_an_object(data):
         return False
-    return bool(_FIRST_LINE_A_WORD.match(data) or _LATER_LINE_A_WORD.search(data))
+    return starts_with_a_word(data) or _LATER_LINE_A_WORD.search(data) is not None
 
 
 def _every_line_an_object(data: bytes) -> bool:
     """Whether ``data`` starts with ``{``, as does every line after a line break (the usual
-    JSON lines); vectorised on the block's line feeds, found once for all its checks."""
+    JSON lines); vectorised on the block's line feeds, which are kept with the block."""
     bytes_ = np.frombuffer(data, dtype=np.uint8)
     if not len(bytes_) or bytes_[0] != _OPEN_BRACE:
         return False
