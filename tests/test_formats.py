@@ -954,9 +954,11 @@ def test_json_bare_word_check_agrees_with_its_regular_expressions(data: bytes) -
     assert starts_a_line_with_a_word(data) == word
 
 
-@given(_LINE_PIECES, st.sampled_from([b"\n", b"|;", b"\r"]))
-def test_separator_count_counts_as_bytes_count(data: bytes, separator: bytes) -> None:
-    assert separator_count(data, separator) == data.count(separator)
+@given(_LINE_PIECES, st.sampled_from([b"\n", b"|;", b"\r"]), st.integers(1, 9))
+def test_separator_count_counts_as_bytes_count(data: bytes, separator: bytes, step: int) -> None:
+    """Whatever the slices one-byte separators are counted in (1 MiB for blocks)."""
+    with patch("readers.formats.lines._COUNTED_BYTES", step):
+        assert separator_count(data, separator) == data.count(separator)
 
 
 @given(

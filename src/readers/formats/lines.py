@@ -72,6 +72,7 @@ DEFAULT_CHUNK_BYTES = 8 << 20
 _TAIL_BYTES = 64 << 10  # read past the end of a range to finish its last line
 _PEEK_BYTES = 64 << 10  # looked at ahead of a chunk's end for the last line's end
 _REMEMBERED_BYTES = 4 * DEFAULT_CHUNK_BYTES  # the largest block whose line feeds are kept
+_COUNTED_BYTES = 1 << 20  # bytes compared at a time when counting a separator
 
 
 @dataclass(frozen=True)
@@ -309,7 +310,17 @@ def separator_count(data: bytes, separator: bytes = NEWLINE) -> int:
         return _line_feeds.count(data)
     if len(separator) != 1:
         return data.count(separator)
-    return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == separator[0]))
+    return _byte_count(data, separator[0])
+
+
+def _byte_count(data: bytes, byte: int) -> int:
+    """How many times ``byte`` occurs in ``data``, compared a slice at a time: one
+    comparison of a whole block would map and fault in a fresh array of its size."""
+    values = np.frombuffer(data, dtype=np.uint8)
+    return sum(
+        int(np.count_nonzero(values[at : at + _COUNTED_BYTES] == byte))
+        for at in range(0, len(values), _COUNTED_BYTES)
+    )
 
 
 class _LineFeeds:
@@ -329,7 +340,7 @@ class _LineFeeds:
         """How many ``\\n`` ``data`` holds."""
         block, count, _ = self._last
         if block is not data:
-            count = int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A))
+            count = _byte_count(data, 0x0A)
             self._remember(data, count, None)
         return count
 
