@@ -286,3 +286,12 @@ def test_cut_ranges_read_the_same_offsets_within_the_limits(
         assert max(sizes) <= max_records
     if min_partitions is not None and sum(lengths) >= min_partitions:
         assert len(pieces) >= min(min_partitions, sum(lengths))
+
+
+def test_the_readers_consumer_settings_are_documented_with_their_values() -> None:
+    """docs/kafka.md lists each setting the readers give librdkafka in place of its default."""
+    from readers.kafka import _TUNING
+
+    page = (Path(__file__).parents[1] / "docs" / "kafka.md").read_text()
+    for setting, value in _TUNING.items():
+        assert f"`{setting}` = {value}" in page, setting

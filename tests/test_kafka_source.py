@@ -288,7 +288,9 @@ def test_a_batch_of_500_partitions_logs_offsets_under_64_kib_and_reads_each_reco
     """With ``stateLocation`` the splits of a batch go to the state store: the offset Spark
     logs stays small however many partitions the batch reads. Without it they stay inline:
     this batch's offset took 181,725 bytes (500 splits of this topic's 86-character name).
-    Creating the topic takes well under a second; the batch of 500 tasks 70 to 85 s here.
+    Four tasks read 125 splits each, one after another on one consumer: the reader's
+    ``fetch.wait.max.ms`` keeps each new split from waiting out the last fetch of the one
+    before (librdkafka's default of 500 ms made this batch about four times as long).
     """
     name = topic(partitions=500)
     records = [{"value": f"{i % 500}-{i // 500}", "partition": i % 500} for i in range(1500)]
@@ -297,6 +299,7 @@ def test_a_batch_of_500_partitions_logs_offsets_under_64_kib_and_reads_each_reco
         subscribe=name,
         startingOffsets="earliest",
         stateLocation=str(tmp_path / "state"),
+        numPartitions="4",
     )
     assert sum(query.run_available_now()) == 1500
 

@@ -43,6 +43,9 @@ _TUNING = MappingProxyType(
         # librdkafka postpones the next fetch by this much once the prefetch queue holds
         # queued.min.messages (default 1 s): a reader then drains the queue and waits idle.
         "fetch.queue.backoff.ms": 10,
+        # A fetch at a partition's end waits this long for new records (default 500 ms):
+        # a split assigned next in the same task waits it out before its first fetch.
+        "fetch.wait.max.ms": 10,
         "fetch.max.bytes": 64 << 20,
         "max.partition.fetch.bytes": 16 << 20,
         "queued.min.messages": 200_000,
