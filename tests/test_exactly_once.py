@@ -114,9 +114,9 @@ class KafkaWorkload(Workload):
 FILE_ROWS = 2_500
 NUMBERS = Workload(
     "numbers",
-    {"to": 299_999, "splits": 4, "maxRecordsPerTrigger": 5_000},
-    last=299_999,
-    batches=60,  # of 5,000 numbers, 1,250 from each split
+    {"to": 199_999, "splits": 4, "maxRecordsPerTrigger": 5_000},
+    last=199_999,
+    batches=40,  # of 5,000 numbers, 1,250 from each split; the kills land in the first 15
     kills=6,
     min_mid_batch=3,
 )
