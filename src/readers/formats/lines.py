@@ -314,8 +314,9 @@ def separator_count(data: bytes, separator: bytes = NEWLINE) -> int:
 
 
 def _byte_count(data: bytes, byte: int) -> int:
-    """How many times ``byte`` occurs in ``data``, compared a slice at a time: one
-    comparison of a whole block would map and fault in a fresh array of its size."""
+    """How many times ``byte`` occurs in ``data``, compared a slice at a time: the
+    memory of one slice's result is reused for the next, where comparing a whole block
+    at once faults in a fresh array of the block's size."""
     values = np.frombuffer(data, dtype=np.uint8)
     return sum(
         int(np.count_nonzero(values[at : at + _COUNTED_BYTES] == byte))
