@@ -3,9 +3,9 @@
 Driven the way Spark drives a stream (``latest_offset``, ``plan``, then
 ``commit``), no Spark needed: 100,000 real local files, and a listing of
 1,000,000 files from an in-memory filesystem (:mod:`helpers.listing_fs`).
-Each logged offset is measured as Spark stores it (JSON); planning times are
-compared between early and late batches of the same run, never against a
-fixed number of seconds.
+Each logged offset is measured as Spark stores it (JSON); planning times (CPU
+time of the driving thread) are compared between early and late batches of the
+same run, never against a fixed number of seconds.
 """
 
 from __future__ import annotations
