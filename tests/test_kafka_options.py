@@ -14,6 +14,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from enumerators.base import ReadMode
 from enumerators.kafka import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
 from enumerators.runtime.admission import AdmissionLimits, RecordSharing
+from readers.kafka import _TUNING
 from sources.errors import InvalidOptionError
 from sources.kafka import KafkaSource
 from sources.serialization import frame, unframe
@@ -290,8 +291,6 @@ def test_cut_ranges_read_the_same_offsets_within_the_limits(
 
 def test_the_readers_consumer_settings_are_documented_with_their_values() -> None:
     """docs/kafka.md lists each setting the readers give librdkafka in place of its default."""
-    from readers.kafka import _TUNING
-
     page = (Path(__file__).parents[1] / "docs" / "kafka.md").read_text()
     for setting, value in _TUNING.items():
         assert f"`{setting}` = {value}" in page, setting
