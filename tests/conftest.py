@@ -59,7 +59,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if marker is not None:
                 item.add_marker(marker)
     items.sort(key=lambda item: not _long(item))
-    if any(item.get_closest_marker(name) for item in items for name in _STARTS_SPARK):
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Hand the class archive to Spark's drivers if a selected test starts one (a run of
+    ``-m`` deselected tests, such as ``./dev quick``, does not make the archive)."""
+    if any(item.get_closest_marker(name) for item in session.items for name in _STARTS_SPARK):
         from sources.testing.class_archive import use_class_archive
 
         use_class_archive()

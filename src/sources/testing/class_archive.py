@@ -9,8 +9,9 @@ or its children, through ``SPARK_SUBMIT_OPTS``; a test run that starts many
 drivers (kill-and-restart cases, clusters, Connect servers) spends far less
 time starting them.
 
-Run as ``python -m sources.testing.class_archive <path>`` under a JVM option that
-writes the archive, it is the workload whose classes go in.
+``python -m sources.testing.class_archive`` makes the archive if it is missing
+(``./dev test`` runs it while ruff and mypy run). Run with a directory under a JVM
+option that writes the archive, it is the workload whose classes go in.
 """
 
 from __future__ import annotations
@@ -159,4 +160,7 @@ def _workload(work: Path) -> None:
 
 
 if __name__ == "__main__":
-    _workload(Path(sys.argv[1]))
+    if len(sys.argv) > 1:
+        _workload(Path(sys.argv[1]))
+    else:
+        class_archive()
