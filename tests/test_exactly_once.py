@@ -374,6 +374,8 @@ def test_a_driver_killed_mid_batch_replays_splits_kept_in_the_state_store(
     jobs.append(killed)
     assert killed.wait(FINAL_TIMEOUT) != 0, killed.tail()
     assert marker.exists(), "no reader killed the driver"
+    # What the killed driver could not remove stays beside its log, not in /tmp.
+    assert list((tmp_path / "killed.tmp").glob("blockmgr-*")), killed.tail()
     logged = (checkpoint / "offsets" / "0").read_text()
     assert last_batch(checkpoint / "commits") == -1, "the kill came after the commit"
     assert '"splitsRef"' in logged and '"splitCount":600' in logged.replace(" ", "")

@@ -87,11 +87,17 @@ class Job:
         command: Sequence[str] = (sys.executable, "-m", "sources.testing.stream_job"),
     ) -> Self:
         """Start ``command`` with ``settings`` (as JSON, its last argument); its output goes
-        to ``log_path``."""
+        to ``log_path``, its JVM's temporary files to the directory ``<log name>.tmp``
+        beside it (a killed driver cannot remove them)."""
+        env = dict(env) if env is not None else job_env()
+        scratch = log_path.with_suffix(".tmp")
+        scratch.mkdir(exist_ok=True)
+        options = f'{env.get("SPARK_SUBMIT_OPTS", "")} "-Djava.io.tmpdir={scratch}"'
+        env["SPARK_SUBMIT_OPTS"] = options.strip()
         with log_path.open("wb") as log:  # the job writes to its own copy of the descriptor
             process = subprocess.Popen(
                 [*command, json.dumps(settings)],
-                env=dict(env) if env is not None else job_env(),
+                env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
