@@ -79,6 +79,18 @@ CSV_CASES: dict[str, tuple[bytes, dict[str, Any]]] = {
     ),
     "duplicate header names": (b"a,A,b,\n1,2,3,4\n", {"header": "true"}),
     "empty file": (b"", {}),
+    "quotes and braces inside unquoted values": (
+        b'{"key":86,"value":"val_86"}\n{"key":27,"value":"val_27"}\n{"key":1}\n',
+        {},
+    ),
+    "quotes and braces inside unquoted values, one line without a line break": (
+        b'{"key":86,"value":"val_86"}',
+        {},
+    ),
+    "enforceSchema=false with the schema inferred from the header": (
+        b"a,b\n1,2\n",
+        {"header": "true", "enforceSchema": "false", "inferSchema": "true"},
+    ),
     "option names in any case": (b"A,B\n1,2\n", {"HEADER": "true", "inferschema": "true"}),
     "whole numbers wider than a long infer as decimals": (
         b"d,l,x,w\n1,1,0.1,1.\n1,9223372036854775807,1.0,2147483648\n"
@@ -248,6 +260,21 @@ CSV_SCHEMA_CASES: dict[str, tuple[bytes, str, dict[str, Any]]] = {
         {"header": "true"},
     ),
     "decimals too wide once rounded are dropped": (
+    "quotes and braces inside unquoted values, malformed records kept": (
+        b'{"key":86,"value":"val_86"}\n{"key":1}\n{"a":[1,2],"b":"c"}\n',
+        "key string, value string, _corrupt_record string",
+        {},
+    ),
+    "enforceSchema=false, a header naming the schema in another case": (
+        b"a,B\n1,2\n",
+        "A int, b int, _corrupt_record string",
+        {"header": "true", "enforceSchema": "false"},
+    ),
+    "enforceSchema=false, multiLine": (
+        b'a,b\n1,"x\ny"\n',
+        "a int, b string",
+        {"header": "true", "enforceSchema": "false", "multiLine": "true"},
+    ),
         b"price\n80000.65\n99.95\n12.45\n-0.05\n",
         "price decimal(3,1)",
         {"header": "true", "mode": "DROPMALFORMED"},
@@ -925,7 +952,6 @@ def test_the_first_bad_file_in_path_order_is_named(spark: SparkSession, tmp_path
         ("timestampFormat", "yyyy-MM-dd'T'HH:mm:ss.SSS", "to_timestamp"),
         ("sep", "::", "single character"),
         ("prefersDate", "false", "use that"),
-        ("enforceSchema", "false", "by position"),
         ("encoding", "no-such-codec", "UTF-8"),
     ],
 )
@@ -938,6 +964,19 @@ def test_options_that_cannot_be_honoured_fail_at_load_naming_the_option(
 
 
 CSV_VALUES = ["", '""', "1", "-20", "1.5", "x", " y ", "true", "NA", '"a,b"', "2020-01-02"]
+@pytest.mark.parametrize("multi_line", ["false", "true"])
+@pytest.mark.parametrize("schema", ["x int, b int", "a int", "a int, b int, c int"])
+def test_csv_header_not_naming_the_schema_fails_with_enforce_schema_false_like_spark(
+    spark: SparkSession, tmp_path: Path, schema: str, multi_line: str
+) -> None:
+    (tmp_path / "data.csv").write_bytes(b"a,B\n1,2\n")
+    options = {"header": "true", "enforceSchema": "false", "multiLine": multi_line}
+    with pytest.raises(Exception, match=r"CSV header does not conform|Number of column in CSV"):
+        sparks(spark, "csv", tmp_path, schema, **options).collect()
+    with pytest.raises(Exception, match=r"header of CSV file '[^']*data\.csv'.*enforceSchema"):
+        files(spark, "csv", tmp_path, schema, **options).collect()
+
+
 
 
 @st.composite

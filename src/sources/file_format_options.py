@@ -151,6 +151,16 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
         formats="csv",
         spark="`true`",
     ),
+    Option.boolean(
+        "enforceSchema", "csv: apply the schema by position (false: check the header)", True
+    )
+    .lands_in("enforce_schema")
+    .listed(
+        "supported: `false` with `header` fails the read of a file whose header does not "
+        "name the schema's columns (any case), in order, naming the file, as in Spark",
+        formats="csv",
+        spark="`true`",
+    ),
     Option.string("nullValue", "csv: the text of a null value", default="")
     .lands_in("null_value")
     .listed("supported", formats="csv", spark="empty"),
@@ -265,13 +275,6 @@ DEFAULT_ONLY_OPTIONS: tuple[Option, ...] = (
         "inference reads the first MiB of a file; give a schema",
         "csv, json",
         " (inference reads one sample)",
-    ),
-    _at_default(
-        "enforceSchema",
-        "true",
-        "a given schema applies by position; check the header yourself",
-        "csv",
-        ": a given schema applies by position",
     ),
     _at_default("prefersDecimal", "false", "give a schema with decimal columns", "json"),
     _at_default("maxCharsPerColumn", "-1", "filter long values after the read", "csv"),

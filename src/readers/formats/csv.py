@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
 from readers.formats.csv_inference import spark_type
-from readers.formats.csv_quotes import spark_quoted
+from readers.formats.csv_quotes import WHITE_SPACE, spark_quoted
 from readers.formats.line_format import RecordFormat, with_block_size
 from readers.formats.lines import NEWLINE, Block, line_ends
 from readers.formats.malformed import (
@@ -34,6 +34,7 @@ from readers.formats.values import (
     nulls_only_by_default,
     staged,
 )
+from sources.errors import MalformedRecordError
 
 __all__ = ["CsvFormat"]
 
@@ -63,12 +64,23 @@ class CsvFormat(RecordFormat):
                     "schema", f"column '{field.name}' is {field.type}; CSV holds no nested types"
                 )
 
-    def header_test(self, options: FormatOptions) -> Callable[[bytes], bool] | None:
-        """With ``header``: the header is the first line that is not blank nor a comment.
-        With ``multiLine``, :meth:`decode_block` skips it, as it needs the file's first line."""
+    def header_test(self, options: FormatOptions, path: str) -> Callable[[bytes], bool] | None:
+        """With ``header``: the header is the first line that is not blank nor a comment;
+        with ``enforce_schema`` off, one that does not name the schema's columns fails the
+        read (:func:`_check_header`). With ``multiLine``, :meth:`decode_block` skips it, as
+        it needs the file's first line."""
         if not options.header or options.multi_line:
             return None
-        return partial(is_record_line, options=options)
+        if options.enforce_schema:
+            return partial(is_record_line, options=options)
+
+        def checked_header(line: bytes) -> bool:
+            if not is_record_line(line, options):
+                return False
+            _check_header(line, path, options)
+            return True
+
+        return checked_header
 
     def reads_whole(self, options: FormatOptions) -> bool:
         """With ``multiLine``: quoted values may hold line breaks."""
@@ -97,7 +109,7 @@ class CsvFormat(RecordFormat):
             yield from super().decode_block(block, path, options, malformed)
             return
         line_break = _first_line_break(block.data)
-        records = _after_header(block, options) if options.header else block
+        records = _after_header(block, path, options) if options.header else block
         if records is None:
             return
         for table in super().decode_block(records, path, options, malformed):
@@ -371,16 +383,51 @@ def _first_line_break(data: bytes) -> str:
     return found.group().decode() if found else "\n"
 
 
-def _after_header(block: Block, options: FormatOptions) -> Block | None:
-    """The lines of ``block``, a whole file, after its header: the first line that is not blank
-    nor a comment. None if it has no such line."""
+def _after_header(block: Block, path: str, options: FormatOptions) -> Block | None:
+    """The lines of ``block``, the whole file ``path``, after its header: the first line that
+    is not blank nor a comment (checked with ``enforce_schema`` off). None if it has no such
+    line."""
     data, start = block.data, 0
     while (newline := data.find(b"\n", start)) >= 0:
         line, start = data[start:newline], newline + 1
         if is_record_line(line, options):
+            if not options.enforce_schema:
+                _check_header(line, path, options)
             number = None if block.line is None else block.line + data.count(b"\n", 0, start)
             return Block(data[start:], block.offset + start, number)
     return None
+
+
+def _check_header(line: bytes, path: str, options: FormatOptions) -> None:
+    """Raise :class:`MalformedRecordError` unless the header ``line`` of the file ``path``
+    names the columns read from the files, in order, in any case (``enforceSchema=false``).
+
+    As Spark's ``CSVHeaderChecker``: the names are the header's values as the parser reads
+    them, compared with the schema's less the corrupt-record column, without Spark's
+    renaming of empty and repeated names; ``spark.sql.caseSensitive`` is not seen here.
+    """
+    header = _tokens(line.rstrip(b"\r"), options) or []
+    if options.ignore_leading_white_space:
+        header = [name.lstrip(WHITE_SPACE) for name in header]
+    if options.ignore_trailing_white_space:
+        header = [name.rstrip(WHITE_SPACE) for name in header]
+    names = file_schema(options).names
+    fix = (
+        "Name the schema's columns as the header does, or leave enforceSchema unset to apply "
+        "the schema by position."
+    )
+    if len(header) != len(names):
+        raise MalformedRecordError(
+            f"The header of CSV file '{path}' has {len(header)} columns ({', '.join(header)}), "
+            f"the schema {len(names)} ({', '.join(names)}), and enforceSchema is false. {fix}"
+        )
+    for found, expected in zip(header, names, strict=True):
+        if found.lower() != expected.lower():
+            raise MalformedRecordError(
+                f"The header of CSV file '{path}' does not name the schema's columns, and "
+                f"enforceSchema is false: expected '{expected}' but found '{found}' (header: "
+                f"{', '.join(header)}; schema: {', '.join(names)}). {fix}"
+            )
 
 
 def _with_newlines(table: pa.Table, line_break: str, options: FormatOptions) -> pa.Table:

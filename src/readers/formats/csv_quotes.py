@@ -20,9 +20,9 @@ import numpy as np
 
 from readers.formats.options import FormatOptions
 
-__all__ = ["spark_quoted"]
+__all__ = ["WHITE_SPACE", "spark_quoted"]
 
-_WHITE_SPACE = "".join(map(chr, range(0x21)))
+WHITE_SPACE = "".join(map(chr, range(0x21)))
 """What Spark's parser skips as white space: characters up to U+0020."""
 _LINE_FEED, _CARRIAGE_RETURN = 0x0A, 0x0D
 
@@ -67,7 +67,9 @@ def _irregular_lines(data: bytes, options: FormatOptions) -> list[tuple[int, int
         return []
     line_feeds = np.flatnonzero(bytes_ == _LINE_FEED)
     lines = np.unique(np.searchsorted(line_feeds, irregular))
-    line_starts = np.where(lines > 0, line_feeds[np.maximum(lines - 1, 0)] + 1, 0)
+    # Line i starts after line feed i - 1 and ends at line feed i, or the data's end: data
+    # without a line feed (one record, as a malformed record is salvaged) is one line.
+    line_starts = np.concatenate(([0], line_feeds + 1))[lines]
     line_ends = np.append(line_feeds, len(data))[lines]
     return [
         (int(start), int(end) - (data[end - 1 : end] == b"\r"))
@@ -122,7 +124,7 @@ def _tokens(text: str, options: FormatOptions) -> list[tuple[str, bool]] | None:
 
 def _skipped(character: str, options: FormatOptions) -> bool:
     """Whether ``character`` is white space Spark skips (not the separator, if a tab)."""
-    return character in _WHITE_SPACE and character != options.sep
+    return character in WHITE_SPACE and character != options.sep
 
 
 def _separator(text: str, start: int, options: FormatOptions) -> int:
@@ -151,7 +153,7 @@ def _quoted(text: str, start: int, options: FormatOptions) -> tuple[tuple[str, b
     value = "".join(characters)
     end = _separator(text, index + 1, options)
     rest = text[index + 1 : end]
-    if not rest.strip(_WHITE_SPACE):
+    if not rest.strip(WHITE_SPACE):
         return (value, True), end
     return (f"{quote}{value}{quote}{rest}", False), end
 

@@ -104,8 +104,10 @@ class LineFormat(LineCodec, ABC):
             raise ValueError(f"chunk_bytes is {chunk_bytes}; it must be at least 1")
         return self._read_lines(fs, path, start, length, options, codec, chunk_bytes)
 
-    def header_test(self, options: FormatOptions) -> Callable[[bytes], bool] | None:
-        """None if files have no header; else true for the header, false for lines before it."""
+    def header_test(self, options: FormatOptions, path: str) -> Callable[[bytes], bool] | None:
+        """None if files have no header; else true for the header of the file ``path``, false
+        for lines before it; it may raise a :class:`~sources.errors.FileReadError` for a header
+        the file must not have."""
         return None
 
     def reads_whole(self, options: FormatOptions) -> bool:
@@ -145,7 +147,7 @@ class LineFormat(LineCodec, ABC):
                 stream.read,
                 start,
                 end,
-                self.header_test(options),
+                self.header_test(options, path),
                 chunk_bytes,
                 path,
                 whole=self.reads_whole(options),

@@ -91,6 +91,9 @@ class FormatOptions:
     prefer_date: bool = True
     """CSV ``infer_schema``: type values of ``date_format`` (by default ``yyyy-MM-dd``) as
     dates; False tries them as timestamps, as Spark's ``preferDate=false``."""
+    enforce_schema: bool = True
+    """CSV with ``header``: False checks each file's header against the names of
+    ``data_schema`` (less the corrupt-record column), as Spark's ``enforceSchema=false``."""
     comment: str | None = None
     null_value: str = ""
     empty_value: str = ""
