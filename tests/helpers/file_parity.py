@@ -56,3 +56,17 @@ def _rows(df: DataFrame) -> list[tuple[Any, ...]]:
 def _comparable(value: Any) -> Any:
     """``value``, but NaN as a string: NaN is not equal to itself."""
     return "NaN" if isinstance(value, float) and math.isnan(value) else value
+
+
+def same_text_as_spark(spark: SparkSession, fmt: str, path: Path | str, **options: Any) -> None:
+    """Ours and Spark's reader give the same rows as Spark renders them in the session time
+    zone (``cast(... as string)``): a timestamp read as another type, or as another instant,
+    shows."""
+    ours, theirs = files(spark, fmt, path, **options), sparks(spark, fmt, path, **options)
+    assert text_rows(ours) == text_rows(theirs)
+
+
+def text_rows(df: DataFrame) -> list[tuple[str | None, ...]]:
+    """The rows of ``df``, each column cast to a string by Spark, sorted."""
+    rendered = df.select([df[name].cast("string") for name in df.columns])
+    return sorted((tuple(row) for row in rendered.collect()), key=repr)

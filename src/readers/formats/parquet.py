@@ -1,4 +1,11 @@
-"""Parquet: row groups, each read by the split that holds its midpoint byte (as Spark)."""
+"""Parquet: row groups, each read by the split that holds its midpoint byte (as Spark).
+
+Columns have the types Spark gives them. pyarrow's differ in one place: INT96, the
+encoding Spark writes timestamps in by default (``spark.sql.parquet.outputTimestampType``),
+is to pyarrow a timestamp without a zone, in nanoseconds; Spark reads it as an instant
+(``timestamp``, with ``spark.sql.parquet.int96AsTimestamp``'s default), as this module does,
+in microseconds, at any depth of structs, lists and maps.
+"""
 
 from __future__ import annotations
 
@@ -15,10 +22,52 @@ from readers.formats.options import FormatOptions
 from readers.formats.statistics import row_group_may_match
 from sources.errors import CorruptFileError, FileReadError
 
-__all__ = ["ParquetFormat", "read_footers", "read_metadata"]
+__all__ = ["ParquetFormat", "open_parquet", "read_footers", "read_metadata", "spark_schema"]
 
 FOOTER_READERS = 16
 """Footers read at once by :func:`read_footers`: reading them is waiting for storage."""
+
+_INSTANT = pa.timestamp("us", "UTC")
+"""The Arrow type of Spark's ``timestamp``: what an INT96 column reads as."""
+
+
+def open_parquet(file: pa.NativeFile) -> pq.ParquetFile:
+    """``file`` as a Parquet file whose INT96 timestamps read in microseconds, as Spark's."""
+    return pq.ParquetFile(file, coerce_int96_timestamp_unit="us")
+
+
+def spark_schema(parquet: pq.ParquetFile) -> pa.Schema:
+    """The Arrow schema of the types Spark reads ``parquet``'s columns as, no metadata.
+
+    pyarrow's schema, but every INT96 leaf (at any depth) a timestamp in UTC: Spark's
+    ``timestamp``, where pyarrow gives a timestamp without a zone (Spark's
+    ``timestamp_ntz``). Leaves pair with the file's columns in order.
+    """
+    stored = parquet.schema_arrow.remove_metadata()
+    columns = parquet.schema
+    int96 = [columns.column(i).physical_type == "INT96" for i in range(len(columns))]
+    if not any(int96):
+        return stored
+    leaves = iter(int96)
+    return pa.schema([field.with_type(_retyped(field.type, leaves)) for field in stored])
+
+
+def _retyped(kind: pa.DataType, int96: Iterator[bool]) -> pa.DataType:
+    """``kind`` with its INT96 leaves (``int96`` says which, leaf by leaf) as instants."""
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_retyped(field.type, int96)) for field in kind])
+    if pa.types.is_map(kind):
+        key, item = kind.key_field, kind.item_field
+        key = key.with_type(_retyped(key.type, int96))
+        return pa.map_(key, item.with_type(_retyped(item.type, int96)), kind.keys_sorted)
+    if pa.types.is_large_list(kind):
+        return pa.large_list(kind.value_field.with_type(_retyped(kind.value_type, int96)))
+    if pa.types.is_list(kind):
+        return pa.list_(kind.value_field.with_type(_retyped(kind.value_type, int96)))
+    if pa.types.is_fixed_size_list(kind):
+        value = kind.value_field.with_type(_retyped(kind.value_type, int96))
+        return pa.list_(value, kind.list_size)
+    return _INSTANT if next(int96) and pa.types.is_timestamp(kind) else kind
 
 
 class ParquetFormat:
@@ -45,7 +94,7 @@ class ParquetFormat:
         """The file's schema, from its footer."""
         with open_input(fs, path) as file:
             try:
-                return pq.ParquetFile(file).schema_arrow.remove_metadata()
+                return spark_schema(open_parquet(file))
             except (pa.ArrowException, OSError) as error:
                 raise _footer_error(path, error) from error
 
@@ -66,7 +115,8 @@ class ParquetFormat:
             if size < end:
                 raise short_file_error(path, size, start, end)
             try:
-                parquet = pq.ParquetFile(file)
+                parquet = open_parquet(file)
+                stored = spark_schema(parquet)
             except (pa.ArrowException, OSError) as error:
                 raise _footer_error(path, error) from error
             metadata = parquet.metadata
@@ -76,7 +126,6 @@ class ParquetFormat:
                 if start <= _midpoint(metadata.row_group(index)) < end
                 and row_group_may_match(metadata.row_group(index), options.row_filters)
             ]
-            stored = parquet.schema_arrow
             columns = [field.name for field in schema if stored.get_field_index(field.name) >= 0]
             for field in schema:
                 if field.name not in columns and not field.nullable:
@@ -96,7 +145,7 @@ class ParquetFormat:
                     )
                     for batch in batches:
                         try:
-                            shaped = conform(batch, schema)
+                            shaped = conform(_as_spark_reads(batch, stored), schema)
                         except Malformed as problem:
                             raise FileReadError(
                                 f"Cannot read Parquet file '{path}', {where}: {problem}. "
@@ -110,6 +159,12 @@ class ParquetFormat:
                         f"Cannot read Parquet file '{path}': {where} is corrupt "
                         f"({detail(error)}). {FIX}"
                     ) from error
+
+
+def _as_spark_reads(batch: pa.RecordBatch, stored: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with the types of ``stored`` (:func:`spark_schema`): INT96 as instants."""
+    wanted = pa.schema([stored.field(name) for name in batch.schema.names])
+    return batch if batch.schema.equals(wanted) else batch.cast(wanted)
 
 
 def _midpoint(group: pq.RowGroupMetaData) -> int:
