@@ -1115,6 +1115,25 @@ def test_parquet_spark_writes_reads_like_spark(
     same_text_as_spark(new_york, "parquet", tmp_path / "t")
 
 
+def test_a_parquet_stream_reads_int96_timestamps_like_sparks_file_stream(
+    new_york: SparkSession, tmp_path: Path
+) -> None:
+    """Spark's default encoding, streamed: ours infers a ``timestamp``, on which a watermark
+    can be defined, and reads the rows of Spark's file stream given Spark's schema."""
+    new_york.sql(SPARK_NESTED.format(scalars=SPARK_TYPES)).write.parquet(str(tmp_path / "t"))
+    batch = sparks(new_york, "parquet", tmp_path / "t")
+    ours = (
+        new_york.readStream.format("splitsource.files")
+        .option("format", "parquet")
+        .option("stateLocation", str(tmp_path / "state"))
+        .load(str(tmp_path / "t"))
+    )
+    theirs = new_york.readStream.schema(batch.schema).parquet(str(tmp_path / "t"))
+    assert ours.schema.simpleString() == batch.schema.simpleString()
+    streamed = [_available_now(df.withWatermark("ts", "1 minute")) for df in (ours, theirs)]
+    assert streamed[0] == streamed[1] == sorted(batch.collect())
+
+
 PYARROW_TIMESTAMPS: dict[str, tuple[pa.DataType, dict[str, Any]]] = {
     "INT96": (pa.timestamp("ns"), {"use_deprecated_int96_timestamps": True}),
     "micros, adjusted to UTC": (pa.timestamp("us", "UTC"), {}),

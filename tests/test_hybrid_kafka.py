@@ -585,3 +585,40 @@ def test_the_event_time_watermark_moves_on_after_the_switch(
     assert kafka_marks, marks
     last = pd.Timestamp(kafka_marks[-1]).value // 1_000_000
     assert last > archive_end + 20_000, (marks, archive_end)
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_an_archive_spark_wrote_gives_kafkas_timestamps_a_watermark_can_be_defined_on(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Spark writes timestamps as INT96 by default; the archive's are instants, as Kafka's."""
+    name = topic(partitions=1)
+    base = int(time.time() * 1000) - 120_000
+    kafka_broker.produce(
+        name, [{"value": str(i), "timestamp": base + 1000 * i} for i in range(30)], partition=0
+    )
+    archive(kafka_broker, name, tmp_path / "plain", {0: 20})
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        spark.read.parquet(str(tmp_path / "plain")).write.parquet(str(tmp_path / "archive"))
+        stream = (
+            spark.readStream.format(FORMAT)
+            .options(**options(kafka_broker, name, tmp_path / "archive"))
+            .option("stateLocation", str(tmp_path / "state"))
+            .load()
+        )
+        assert dict(stream.dtypes)["timestamp"] == "timestamp"
+        query = run_available_now(stream.withWatermark("timestamp", "1 second"), tmp_path)
+        assert query.exception() is None
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    (written,) = {
+        pq.ParquetFile(f).schema.column(5).physical_type
+        for f in (tmp_path / "archive").glob("*.parquet")
+    }
+    assert written == "INT96"
+    rows = spark.read.parquet(str(tmp_path / "out")).orderBy("offset").collect()
+    stamps = [round(row["timestamp"].timestamp() * 1000) for row in rows]  # local → epoch
+    assert stamps == [base + 1000 * i for i in range(30)]
