@@ -3,8 +3,13 @@
 Run it with ``./dev demo`` (which sets up .venv first). A writer thread drops
 CSV files of orders into a local directory; ``spark.readStream`` reads them
 through ``splitsource.files``, a few files per micro-batch, into a Parquet
-table; each micro-batch's progress is printed; when the writer is done the
-query is stopped gracefully and the table is summarised with Spark.
+table; each micro-batch's progress is printed, one line a batch; when the writer
+is done the query is stopped gracefully and the table is summarised with Spark.
+
+A micro-batch starts as soon as the previous one ends (Spark's default
+trigger): a fixed interval shorter than a batch takes on a busy machine makes
+Spark warn, each batch, that the query falls behind. Amounts are decimals, so
+that their sum is exact. Spark logs warnings only (``examples/log4j2.properties``).
 """
 
 from __future__ import annotations
@@ -14,15 +19,18 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sources.files import FileSource
-from sources.spark import local_session, register, stop_gracefully
+from sources.spark import local_session, register, source_metrics, stop_gracefully
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-SCHEMA = "order_id BIGINT, customer STRING, amount DOUBLE"
+SCHEMA = "order_id BIGINT, customer STRING, amount DECIMAL(10, 2)"
+LOGGING = Path(__file__).with_name("log4j2.properties")
+CONF = {
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOGGING}",
+    # Spark turns adaptive execution off for a stream, warning that it does.
+    "spark.sql.adaptive.enabled": "false",
+}
 
 
 def write_orders(directory: Path, files: int, rows: int, pause: float) -> None:
@@ -38,11 +46,14 @@ def write_orders(directory: Path, files: int, rows: int, pause: float) -> None:
         time.sleep(pause)
 
 
-def rows_in(spark: SparkSession, table: Path) -> int:
-    """Rows the query has committed to ``table`` so far."""
-    if not (table / "_spark_metadata").exists():
-        return 0
-    return spark.read.schema(SCHEMA).parquet(str(table)).count()
+def describe(progress: dict[str, Any]) -> str:
+    """One line on a micro-batch that read rows: what it read, how long it took, what waits."""
+    seconds = progress["durationMs"]["triggerExecution"] / 1000
+    line = f"batch {progress['batchId']}: {progress['numInputRows']:,} orders in {seconds:.1f} s"
+    waiting = source_metrics(progress).get("splitsource.files", {}).get("pendingFiles")
+    if waiting:
+        line += f"; {waiting} more file{'s' if waiting > 1 else ''} waiting"
+    return line
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -56,8 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="splitsource-demo-"))
     incoming, table = work / "incoming", work / "orders"
     incoming.mkdir()
-    spark = local_session("local[2]", "splitsource-demo")
-    register(spark, FileSource)
+    spark = local_session("local[2]", "splitsource-demo", CONF)
+    register(spark, FileSource)  # packaged: Spark found it already, so this does nothing
 
     orders = (
         spark.readStream.format("splitsource.files")
@@ -73,32 +84,32 @@ def main(argv: list[str] | None = None) -> None:
         orders.writeStream.format("parquet")
         .option("path", str(table))
         .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(processingTime="1 second")
         .start()
     )
-    print(f"streaming {incoming} -> {table}")
+    print(f"streaming {args.files} files of {args.rows:,} orders from {incoming} to {table}")
     writer = threading.Thread(
         target=write_orders, args=(incoming, args.files, args.rows, args.pause)
     )
     writer.start()
-    shown = 0
+    shown, committed = -1, 0
     expected = args.files * args.rows
-    while writer.is_alive() or rows_in(spark, table) < expected:
-        for progress in query.recentProgress[shown:]:
-            if progress["numInputRows"]:
-                print(
-                    f"batch {progress['batchId']}: {progress['numInputRows']:,} rows "
-                    f"({progress['processedRowsPerSecond']:,.0f} rows/s)"
-                )
-        shown = len(query.recentProgress)
-        time.sleep(1.0)
+    while committed < expected:  # a batch's progress comes once it is committed
+        for progress in query.recentProgress:
+            if progress["batchId"] > shown and progress["numInputRows"]:
+                print(describe(progress))
+                shown, committed = progress["batchId"], committed + progress["numInputRows"]
+        if query.awaitTermination(0.5):  # raises the error of a query that failed
+            raise SystemExit("the query stopped before it read every order")
+    writer.join()
     stop_gracefully(query, str(work / "state"))
     print("stopped gracefully: the last batch is committed, a restart would replay nothing")
 
-    summary = spark.read.parquet(str(table)).selectExpr(
-        "count(*) AS orders", "count(DISTINCT order_id) AS distinct_orders", "sum(amount) AS total"
+    orders, distinct, total = (
+        spark.read.parquet(str(table))
+        .selectExpr("count(*)", "count(DISTINCT order_id)", "sum(amount)")
+        .first()
     )
-    summary.show()
+    print(f"the table holds {orders:,} orders ({distinct:,} distinct), worth {total:,.2f}")
     spark.stop()
 
 

@@ -114,3 +114,50 @@ def test_every_pyspark_module_is_installed_and_names_its_format() -> None:
         assert module.DefaultSource.name() == "splitsource." + name.removeprefix(
             "pyspark_splitsource_"
         )
+
+
+REGISTER_AND_STOP = textwrap.dedent(
+    """
+    import sys
+    from sources.files import FileSource
+    from sources.rate import RateSource
+    from sources.spark import local_session, register, stop_gracefully
+    from sources.spark.parallelism import driver_cores
+
+    spark = local_session(f"local[{driver_cores()}]")
+    register(spark, FileSource, RateSource)
+    register(spark, RateSource)
+    work = sys.argv[1]
+    query = (spark.readStream.format("splitsource.rate").option("rowsPerSecond", 100)
+             .option("stateLocation", work + "/state").load()
+             .writeStream.format("parquet").option("path", work + "/out")
+             .option("checkpointLocation", work + "/checkpoint")
+             .trigger(processingTime="200 milliseconds").start())
+    while not [p for p in query.recentProgress if p["numInputRows"]]:
+        query.awaitTermination(0.2)
+    stop_gracefully(query, work + "/state")
+    print("RESULT", spark.read.parquet(work + "/out").count() > 0)
+    spark.stop()
+    """
+)
+
+
+@pytest.mark.spark
+def test_registering_packaged_sources_and_stopping_a_stream_make_spark_warn_nothing(
+    tmp_path: Path,
+) -> None:
+    """register of a source Spark already found through its pyspark_* module does nothing
+    (Spark warned twice per call that it replaced it); a graceful stop between batches
+    hides Spark's two warnings that the query's job group had no job to cancel."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    result = subprocess.run(
+        [sys.executable, "-c", REGISTER_AND_STOP, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "RESULT True" in result.stdout, result.stderr[-4000:]
+    warnings = [line for line in result.stderr.splitlines() if " WARN " in line]
+    assert not [line for line in warnings if "DataSourceManager" in line], warnings
+    assert not [line for line in warnings if "Failed to cancel job group" in line], warnings

@@ -10,6 +10,7 @@ reader runtime (:mod:`readers.fetcher`).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -120,7 +121,10 @@ def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> No
     unless the user chose one, turns on filter pushdown for Python data sources
     (:mod:`sources.spark.pushdown`), and records the default parallelism that the
     session's conf tells (:mod:`sources.spark.parallelism`). The packaged sources
-    need no call: a ``pyspark_splitsource_<name>`` module registers each.
+    need no call: a ``pyspark_splitsource_<name>`` module registers each, and
+    registering one that Spark already found that way does nothing (Spark would
+    warn that it replaced it), unless the session's parallelism differs from the
+    driver's cores, which only a registration carries.
 
     Raises
     ------
@@ -144,7 +148,27 @@ def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> No
     enable_filter_pushdown(spark)
     parallelism = session_parallelism(spark)
     for source_class in source_classes:
-        spark.dataSource.register(data_source_for(source_class, parallelism))
+        data_source = data_source_for(source_class, parallelism)
+        if parallelism in (None, driver_cores()) and _found_by_spark(spark, data_source):
+            continue
+        spark.dataSource.register(data_source)
+
+
+def _found_by_spark(spark: SparkSession, data_source: type[DataSource]) -> bool:
+    """Whether a classic session's Spark registered the source of ``data_source`` itself,
+    from the ``DefaultSource`` of an installed ``pyspark_*`` module (False on Spark Connect,
+    whose server's registrations a client cannot see)."""
+    name, source_class = data_source.name(), getattr(data_source, "source_class", None)
+    try:
+        module = importlib.import_module("pyspark_" + name.replace(".", "_"))
+    except ImportError:
+        return False
+    if getattr(getattr(module, "DefaultSource", None), "source_class", None) is not source_class:
+        return False
+    session = getattr(spark, "_jsparkSession", None)
+    if session is None:
+        return False
+    return bool(session.sessionState().dataSourceManager().dataSourceExists(name))
 
 
 def data_source_for(

@@ -6,13 +6,21 @@ at ``stateLocation``, to stop admitting data
 at its next planning call, which Spark makes only once the batch in flight has
 committed; it runs that batch's commit-time side effects, admits nothing more
 and acknowledges. Only then is the query stopped, so a restart replays nothing.
+
+A query stopped between micro-batches has no job to cancel, and Spark's
+scheduler warns twice that it found none ("Failed to cancel job group"); both
+stops keep that logger at ERROR while the query stops (classic sessions; a
+Spark Connect server logs on its own side).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
+
+from pyspark import SparkContext
 
 from enumerators.runtime.graceful_stop import GracefulStop
 from enumerators.runtime.state_store import StateStore
@@ -22,6 +30,11 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["cancel", "stop_gracefully"]
+
+_SCHEDULER_LOGGER = "org.apache.spark.scheduler.DAGScheduler"
+"""The JVM logger of Spark's warning that a stopped query's job group had no job."""
+_SCHEDULER_SETTLES = 0.5
+"""Seconds within which Spark's scheduler thread handles the cancellations of a stop."""
 
 
 def stop_gracefully(
@@ -69,7 +82,8 @@ def stop_gracefully(
                     "stateLocation? The query is still running."
                 )
             time.sleep(0.1)
-        query.stop()
+        with _no_cancel_warnings():
+            query.stop()
     finally:
         stop.clear()
 
@@ -86,4 +100,33 @@ def cancel(query: StreamingQuery) -> None:
 
     >>> cancel(query)  # doctest: +SKIP
     """
-    query.stop()
+    with _no_cancel_warnings():
+        query.stop()
+
+
+@contextmanager
+def _no_cancel_warnings() -> Iterator[None]:
+    """Keep Spark's scheduler logger at ERROR inside the block, then as it was.
+
+    A query stopped between micro-batches makes Spark cancel a job group with no job
+    in it, twice, and warn each time: noise, since nothing was running.
+    """
+    context = SparkContext._active_spark_context
+    if context is None or context._jvm is None:  # Spark Connect: the server logs
+        yield
+        return
+    log4j = context._jvm.org.apache.logging.log4j
+    loggers = log4j.LogManager.getContext(False)
+    config = loggers.getConfiguration()
+    own = config.getLoggers().containsKey(_SCHEDULER_LOGGER)
+    level = config.getLoggerConfig(_SCHEDULER_LOGGER).getLevel()
+    log4j.core.config.Configurator.setLevel(_SCHEDULER_LOGGER, log4j.Level.ERROR)
+    try:
+        yield
+        time.sleep(_SCHEDULER_SETTLES)  # the scheduler's thread warns after stop() returns
+    finally:
+        if own:
+            log4j.core.config.Configurator.setLevel(_SCHEDULER_LOGGER, level)
+        else:  # follow the root logger again, as before
+            config.removeLogger(_SCHEDULER_LOGGER)
+            loggers.updateLoggers()
