@@ -19,6 +19,7 @@ from enumerators.runtime.progress import LISTED_SPLITS, SourceReport
 from helpers.jobs import Job
 from sources.errors import SplitSourceError
 from sources.spark import SourceMetricsListener, source_metrics
+from sources.spark.metrics import METRICS_LOG_VARIABLE
 from sources.spark.prometheus import PrometheusListener, serve_prometheus
 
 if TYPE_CHECKING:
@@ -235,8 +236,15 @@ def test_the_listener_keeps_each_querys_latest_figures(spark: SparkSession, tmp_
     assert kept["sources"]["splitsource.numbers"]["pendingRecords"] == 0
 
 
-@pytest.mark.spark
-def test_the_driver_logs_one_metrics_line_per_batch(tmp_path: Path, jobs: list[Job]) -> None:
+def _metrics_lines(
+    tmp_path: Path, jobs: list[Job], monkeypatch: pytest.MonkeyPatch, level: str | None
+) -> list[dict[str, Any]]:
+    """The metrics lines of a stream of three batches run with ``SPLITSOURCE_METRICS_LOG``
+    at ``level`` (None: unset)."""
+    if level is None:
+        monkeypatch.delenv(METRICS_LOG_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(METRICS_LOG_VARIABLE, level)
     settings = {
         "checkpoint": str(tmp_path / "checkpoint"),
         "output": str(tmp_path / "output"),
@@ -246,12 +254,25 @@ def test_the_driver_logs_one_metrics_line_per_batch(tmp_path: Path, jobs: list[J
     }
     jobs.append(Job.start(settings, tmp_path / "job.log"))
     assert jobs[-1].wait(300) == 0, jobs[-1].tail()
-
-    lines = [
+    return [
         json.loads(line.split(" ", 1)[1])
         for line in jobs[-1].output().splitlines()
         if line.startswith("splitsource.metrics ")
     ]
+
+
+@pytest.mark.spark
+def test_the_metrics_log_is_silent_unless_turned_on(
+    tmp_path: Path, jobs: list[Job], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _metrics_lines(tmp_path, jobs, monkeypatch, level=None) == []
+
+
+@pytest.mark.spark
+def test_the_driver_logs_one_metrics_line_per_batch_once_turned_on(
+    tmp_path: Path, jobs: list[Job], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = _metrics_lines(tmp_path, jobs, monkeypatch, level="INFO")
     assert [(line["batchId"], line["pendingRecords"]) for line in lines] == [
         (0, 1_800),
         (1, 600),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import sys
 import threading
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "METRICS_LOGGER",
+    "METRICS_LOG_VARIABLE",
     "SourceMetricsListener",
     "log_batch",
     "source_metrics",
@@ -46,6 +48,9 @@ __all__ = [
 
 METRICS_LOGGER = "splitsource.metrics"
 """The logger of the per-batch metrics line."""
+METRICS_LOG_VARIABLE = "SPLITSOURCE_METRICS_LOG"
+"""The environment variable whose level (``INFO``) turns the metrics line on in a process
+that configures no logging of its own, such as the stream's Python worker."""
 
 
 def source_metrics(progress: Any) -> dict[str, dict[str, Any]]:
@@ -80,16 +85,21 @@ def source_metrics(progress: Any) -> dict[str, dict[str, Any]]:
 
 
 def log_batch(report: Mapping[str, Any], batch_id: int) -> None:
-    """Write ``report``'s metrics as one JSON line to the ``splitsource.metrics`` logger."""
+    """Write ``report``'s metrics as one JSON line, at INFO, to the ``splitsource.metrics``
+    logger, which follows Python's logging configuration: silent by default. Spark's Python
+    worker configures none, so there ``SPLITSOURCE_METRICS_LOG=INFO`` in its environment
+    turns the logger on, writing to standard error."""
     logger = logging.getLogger(METRICS_LOGGER)
-    if not logger.handlers:  # a Python worker of Spark's configures no logging
+    level = os.environ.get(METRICS_LOG_VARIABLE, "").strip().upper()
+    if level and not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
         logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(level if isinstance(logging.getLevelName(level), int) else logging.INFO)
         logger.propagate = False
-    line = {"source": report["source"], "batchId": batch_id, **report["metrics"]}
-    logger.info(json.dumps(line, sort_keys=True))
+    if logger.isEnabledFor(logging.INFO):
+        line = {"source": report["source"], "batchId": batch_id, **report["metrics"]}
+        logger.info(json.dumps(line, sort_keys=True))
 
 
 class SourceMetricsListener(StreamingQueryListener):
