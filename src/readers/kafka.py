@@ -1,7 +1,9 @@
 """The Kafka split reader: offsets ``[start, end)`` of a partition, as Arrow batches. Executor only.
 
-One confluent-kafka consumer per task reads its splits one after the other,
-assigned at explicit offsets: it never joins or commits to a consumer group.
+A task reads its splits one after the other, each with a confluent-kafka consumer
+assigned at explicit offsets that never joins or commits to a consumer group,
+borrowed from the process's pool (:mod:`readers.kafka_consumers`) and returned to it,
+so that the next micro-batch's task finds it assigned and its records fetched.
 A split is finished when a record at or past ``end - 1`` arrives or the
 partition's end is reached at or past ``end``; so gaps in the offsets (compacted
 topics, transaction markers, aborted records under ``read_committed``) never
@@ -24,9 +26,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
+from readers.kafka_consumers import CONSUMERS, LentConsumer
 from sources.errors import KafkaConnectionError, KafkaDataLossError
 from sources.kafka_config import KafkaClientConfig
 from sources.splits.kafka import KafkaPartitionSplit
@@ -75,9 +78,12 @@ class KafkaReaderConfig:
 
     fail_on_data_loss: bool
 
+    consumer_cache_timeout: float = 60.0
+    """``kafkaConsumer.cacheTimeout``: seconds a consumer waits idle for the next task."""
+
 
 class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
-    """Reads the bounded splits of one task in order with one consumer."""
+    """Reads the bounded splits of one task in order, each with a pooled consumer."""
 
     def __init__(self, config: KafkaReaderConfig, schema: pa.Schema) -> None:
         self._config = config
@@ -86,7 +92,13 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         self._poll_timeout = config.poll_timeout_ms / 1000
         self._splits: deque[KafkaPartitionSplit] = deque()
         self._woken = threading.Event()
-        self._consumer: Consumer | None = None
+        self._lent: LentConsumer | None = None
+        """The consumer of the split being read."""
+        self._spare: LentConsumer | None = None
+        """The consumer of the split read last, for the next split if the pool has none."""
+        self._past_end: list[Message] = []
+        self._ended_by_eof = False
+        self._failed = False
         self._current: KafkaPartitionSplit | None = None
         self._next_offset = 0
         self._last_progress = 0.0
@@ -95,6 +107,13 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         self._splits.extend(change.splits)
 
     def fetch(self, timeout: float) -> RecordsBySplit:
+        try:
+            return self._fetch(timeout)
+        except BaseException:
+            self._failed = True  # the consumer's position is not known: close it
+            raise
+
+    def _fetch(self, timeout: float) -> RecordsBySplit:
         split = self._current or self._take_next()
         if split is None:
             return RecordsBySplit()
@@ -102,14 +121,23 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         assert end is not None, "a Kafka split is read in bounded ranges"
         if self._next_offset >= end:
             return self._finish(split, [])
+        lent = self._consumer_for(split)
+        if lent.leftover:
+            leftover, lent.leftover = lent.leftover, []
+            batch, done = self._take(split, end, leftover)
+            if done:
+                return self._finish(split, batch)
+            if batch:
+                return RecordsBySplit({split.split_id: batch})
         deadline = time.monotonic() + timeout
         while not self._woken.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            messages = self._consumer_for(split).consume(
-                MESSAGES_PER_CONSUME, min(left, WAKEUP_SLICE)
-            )
+            # consume() waits until it has as many messages as asked or its timeout
+            # passes: asking for more than the range holds would wait out every slice.
+            wanted = min(MESSAGES_PER_CONSUME, end - self._next_offset)
+            messages = lent.consumer.consume(wanted, min(left, WAKEUP_SLICE))
             if messages:
                 batch, done = self._take(split, end, messages)
                 if done:
@@ -124,9 +152,13 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         self._woken.set()
 
     def close(self) -> None:
-        if self._consumer is not None:
-            consumer, self._consumer = self._consumer, None
-            consumer.close()
+        lent, self._lent = self._lent, None
+        if lent is not None:
+            lent.next_offset = self._next_offset
+            (CONSUMERS.discard if self._failed else CONSUMERS.give_back)(lent)
+        if self._spare is not None:
+            spare, self._spare = self._spare, None
+            CONSUMERS.give_back(spare)
 
     def _take_next(self) -> KafkaPartitionSplit | None:
         if not self._splits:
@@ -134,27 +166,30 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         split = self._splits.popleft()
         self._current = split
         self._next_offset = split.start
+        self._ended_by_eof = False
         self._last_progress = time.monotonic()
-        if self._consumer is not None and split.start < (split.end or 0):
-            self._assign(split, split.start)
         return split
 
-    def _consumer_for(self, split: KafkaPartitionSplit) -> Consumer:
-        if self._consumer is None:
+    def _consumer_for(self, split: KafkaPartitionSplit) -> LentConsumer:
+        """The consumer of ``split``'s partition, delivering from the next offset to read."""
+        if self._lent is None:
             kafka = self._config.kafka
             try:
-                self._consumer = Consumer({**_TUNING, **kafka.consumer(self._config.group_id)})
+                spare, self._spare = self._spare, None
+                self._lent = CONSUMERS.lend(
+                    {**_TUNING, **kafka.consumer(self._config.group_id)},
+                    split.topic,
+                    split.partition,
+                    self._next_offset,
+                    self._config.consumer_cache_timeout,
+                    spare,
+                )
             except KafkaException as error:
                 raise KafkaConnectionError(
                     f"{self._name} could not create a consumer for "
                     f"{kafka.bootstrap_servers}: {error}"
                 ) from None
-            self._assign(split, self._next_offset)
-        return self._consumer
-
-    def _assign(self, split: KafkaPartitionSplit, offset: int) -> None:
-        assert self._consumer is not None
-        self._consumer.assign([TopicPartition(split.topic, split.partition, offset)])
+        return self._lent
 
     def _take(
         self, split: KafkaPartitionSplit, end: int, messages: list[Message]
@@ -177,6 +212,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         keep = int(np.searchsorted(offsets, end))
         if first or keep < len(messages):
             done = done or keep < len(messages)
+            self._past_end = messages[keep:]  # the next range's first records
             messages, offsets = messages[first:keep], offsets[first:keep]
         if len(offsets):
             self._next_offset = int(offsets[-1]) + 1
@@ -225,7 +261,8 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         """Act on an event in the message stream; True if it ends the split."""
         code = error.code()
         if code == KafkaError._PARTITION_EOF:
-            return (message.offset() or 0) >= end
+            self._ended_by_eof = (message.offset() or 0) >= end
+            return self._ended_by_eof
         if code in _LOSS_CODES:
             return self._skip_lost(split, end)
         if error.fatal() or code in _FAILING_CODES:
@@ -237,9 +274,9 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         return False
 
     def _skip_lost(self, split: KafkaPartitionSplit, end: int) -> bool:
-        assert self._consumer is not None
+        assert self._lent is not None
         tp = TopicPartition(split.topic, split.partition)
-        low, _ = self._consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+        low, _ = self._lent.consumer.get_watermark_offsets(tp, timeout=30, cached=False)
         lost = f"{split.split_id}: offsets [{self._next_offset}, {min(low, end)}) are gone"
         if self._config.fail_on_data_loss:
             raise KafkaDataLossError(
@@ -256,8 +293,10 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         self._next_offset = min(low, end)
         self._last_progress = time.monotonic()
         if self._next_offset >= end:
+            CONSUMERS.discard(self._lent)  # at no offset a later range could start from
+            self._lent = None
             return True
-        self._assign(split, self._next_offset)
+        self._lent.move_to(split.topic, split.partition, self._next_offset)
         return False
 
     def _check_progress(self, split: KafkaPartitionSplit, end: int) -> None:
@@ -271,7 +310,18 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
             )
 
     def _finish(self, split: KafkaPartitionSplit, batch: list[pa.RecordBatch]) -> RecordsBySplit:
+        """End ``split``; its consumer, positioned after the range, becomes the spare."""
         self._current = None
+        lent, self._lent = self._lent, None
+        if lent is not None:
+            past_end, self._past_end = self._past_end, []
+            if self._ended_by_eof:
+                # Past a gap at the range's end, which a range from there would wait to see.
+                lent.next_offset, lent.leftover = -1, []
+            else:  # every record before the end was delivered; those after it are kept
+                lent.leftover = past_end
+                lent.next_offset = _first_offset(past_end, default=split.end)
+            self._spare = lent
         return RecordsBySplit({split.split_id: batch}, frozenset({split.split_id}))
 
 
@@ -286,6 +336,13 @@ def _offsets(messages: list[Message]) -> np.ndarray:
     if first is not None and last is not None and last - first + 1 == count:
         return np.arange(first, last + 1, dtype=np.int64)
     return np.fromiter(map(Message.offset, messages), np.int64, count)
+
+
+def _first_offset(messages: list[Message], default: int | None) -> int:
+    """The offset of the first of ``messages``, or ``default`` when there are none."""
+    offset = messages[0].offset() if messages else default
+    assert offset is not None, "records read from a partition have offsets"
+    return offset
 
 
 def _header_pairs(message: Message) -> list[tuple[str, bytes | None]] | None:

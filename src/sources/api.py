@@ -70,11 +70,13 @@ class Source(ABC, Generic[SplitT, StateT]):
     supported_boundedness: ClassVar[frozenset[Boundedness]] = frozenset({Boundedness.BOUNDED})
     """The kinds of read this source can do. ``spark.read`` needs ``BOUNDED``."""
 
-    default_max_partition_bytes: ClassVar[int | None] = None
+    default_max_partition_bytes: int | None = None
     """The partition size when the user gives neither ``maxPartitionBytes`` nor
     ``numPartitions``; a smaller input is spread over the session's cores instead
     (:func:`~sources.spark.partitions.pack_for_cores`). ``None`` puts each split in its own
-    partition. Sources of many small splits (files) set it so that they share one."""
+    partition. Sources of many small splits (files, a Kafka micro-batch's ranges) set it so
+    that they share one; an instance may set it to ``None`` when its options ask for a
+    task per split (Kafka's ``minPartitions``)."""
 
     default_max_records_per_batch: ClassVar[int | None] = None
     """The ``maxRecordsPerBatch`` when the user does not give it; ``None`` keeps the

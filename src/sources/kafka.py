@@ -82,6 +82,9 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
     # the JVM faster (measured in docs/performance.md); maxBytesPerBatch still bounds
     # batches of large records.
     default_max_records_per_batch = 50_000
+    # A micro-batch's ranges are small: spread over the cores, not a task per partition,
+    # since every Python task costs more than Spark's JVM tasks (docs/performance.md).
+    default_max_partition_bytes: int | None = 128 << 20
     option_aliases: ClassVar = MappingProxyType({"minOffsetsPerTrigger": "minRecordsPerTrigger"})
     proportional_record_limit: ClassVar = Option.integer(
         "maxOffsetsPerTrigger",
@@ -197,6 +200,18 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
             "how long (ms) a reader waits for records that the brokers said exist before it fails",
             spark="same",
         ),
+        Option.duration(
+            "kafkaConsumer.cacheTimeout",
+            "how long a reader's consumer waits idle for the next task before it is closed",
+            default=60.0,
+        )
+        .lands_in("consumer_cache_timeout")
+        .listed(
+            "how long a consumer waits, idle and still fetching its partition, in its Python "
+            "worker for the next micro-batch's task before it is closed (a duration); Spark's "
+            "counterpart is the `spark.kafka.consumer.cache.timeout` setting (5m)",
+            shown="`1m`",
+        ),
         Option.integer(
             "fetchOffset.numRetries", "retries of an offset query to the brokers", 3, minimum=0
         )
@@ -260,6 +275,8 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         self.enumerator_config = enumerator
         self.reader_config = reader
         self.config = config
+        if config.min_partitions is not None or config.max_records_per_partition is not None:
+            self.default_max_partition_bytes = None  # the user asked for a task per piece
         self.filters: tuple[Filter, ...] = ()
         """Spark's pushed filters of a bounded read."""
 

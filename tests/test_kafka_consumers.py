@@ -1,0 +1,107 @@
+"""Kafka consumers kept between tasks, against the real broker: each task here is one
+reader, as in a Python worker that Spark reuses micro-batch after micro-batch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+
+from readers.kafka_consumers import CONSUMERS
+from sources.splits.kafka import KafkaPartitionSplit
+from test_kafka_reader import read_all, reader_for
+
+if TYPE_CHECKING:
+    from helpers.kafka_broker import KafkaBroker
+
+pytestmark = pytest.mark.kafka
+
+
+def read_in_a_task(broker: KafkaBroker, split: KafkaPartitionSplit, **options: str) -> list[int]:
+    """The offsets one task's reader reads of ``split``; the reader is closed after."""
+    reader = reader_for(broker, **{"groupIdPrefix": "pool-test", **options})
+    try:
+        return read_all(reader, split)
+    finally:
+        reader.close()
+
+
+def test_the_next_micro_batch_reads_with_the_consumer_the_last_left(
+    kafka_broker: KafkaBroker, topic: Callable[..., str]
+) -> None:
+    name = topic(partitions=2)
+    kafka_broker.produce(name, [f"v{i}" for i in range(300)], partition=0)
+    kafka_broker.produce(name, [f"w{i}" for i in range(10)], partition=1)
+    group = {"kafka.group.id": f"{name}-readers"}
+    before = CONSUMERS.created
+    # The first range leaves records past its end in the consumer: the next range gets them.
+    assert read_in_a_task(kafka_broker, KafkaPartitionSplit(name, 0, 0, 100), **group) == list(
+        range(100)
+    )
+    assert read_in_a_task(kafka_broker, KafkaPartitionSplit(name, 0, 100, 250), **group) == list(
+        range(100, 250)
+    )
+    assert read_in_a_task(kafka_broker, KafkaPartitionSplit(name, 0, 250, 300), **group) == list(
+        range(250, 300)
+    )
+    assert CONSUMERS.created == before + 1
+    # Another partition gets a consumer of its own, and the first keeps its place.
+    assert read_in_a_task(kafka_broker, KafkaPartitionSplit(name, 1, 0, 10), **group) == list(
+        range(10)
+    )
+    assert CONSUMERS.created == before + 2
+    # A range that does not start where the consumer stands moves it there.
+    assert read_in_a_task(kafka_broker, KafkaPartitionSplit(name, 0, 20, 30), **group) == list(
+        range(20, 30)
+    )
+    assert CONSUMERS.created == before + 2
+
+
+def test_a_changed_option_never_reuses_a_consumer_made_with_the_old_one(
+    kafka_broker: KafkaBroker, topic: Callable[..., str]
+) -> None:
+    name = topic(partitions=1)
+    kafka_broker.produce(name, [f"v{i}" for i in range(20)])
+    group = {"kafka.group.id": f"{name}-readers"}
+    split = KafkaPartitionSplit(name, 0, 0, 10)
+    before = CONSUMERS.created
+    read_in_a_task(kafka_broker, split, **group)
+    read_in_a_task(kafka_broker, split, **group, **{"kafka.client.id": "another"})
+    read_in_a_task(kafka_broker, split, **{"kafka.group.id": f"{name}-others"})
+    read_in_a_task(kafka_broker, split, **group, **{"kafka.isolation.level": "read_committed"})
+    assert CONSUMERS.created == before + 4
+
+
+def test_an_idle_consumer_is_closed_after_the_cache_timeout(
+    kafka_broker: KafkaBroker, topic: Callable[..., str]
+) -> None:
+    name = topic(partitions=1)
+    kafka_broker.produce(name, [f"v{i}" for i in range(10)])
+    group = f"{name}-readers"
+    timeout = {"kafkaConsumer.cacheTimeout": "300ms", "kafka.group.id": group}
+    read_in_a_task(kafka_broker, KafkaPartitionSplit(name, 0, 0, 10), **timeout)
+    assert CONSUMERS.idle_count(group) == 1
+    deadline = time.monotonic() + 30
+    while CONSUMERS.idle_count(group) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert CONSUMERS.idle_count(group) == 0
+    before = CONSUMERS.created
+    read_in_a_task(kafka_broker, KafkaPartitionSplit(name, 0, 0, 10), **timeout)
+    assert CONSUMERS.created == before + 1
+
+
+def test_a_reader_that_failed_closes_its_consumer(
+    kafka_broker: KafkaBroker, topic: Callable[..., str]
+) -> None:
+    name = topic(partitions=1)
+    kafka_broker.produce(name, ["only"])
+    group = f"{name}-readers"
+    reader = reader_for(
+        kafka_broker, **{"kafka.group.id": group, "kafkaConsumer.pollTimeoutMs": "1"}
+    )
+    with pytest.raises(Exception, match="delivered nothing"):
+        read_all(reader, KafkaPartitionSplit(name, 0, 0, 5))  # offsets 1-4 never come
+    reader.close()
+    assert CONSUMERS.idle_count(group) == 0
