@@ -954,6 +954,8 @@ def test_the_first_bad_file_in_path_order_is_named(spark: SparkSession, tmp_path
         ("sep", "::", "single character"),
         ("prefersDate", "false", "use that"),
         ("encoding", "no-such-codec", "UTF-8"),
+        ("int96RebaseMode", "LEGACY", "rewrite them, or use CORRECTED"),
+        ("datetimeRebaseMode", "corrected", "in upper case, as Spark"),
     ],
 )
 def test_options_that_cannot_be_honoured_fail_at_load_naming_the_option(
@@ -1164,6 +1166,74 @@ def test_parquet_timestamps_pyarrow_writes_read_like_spark(
     pq.write_table(table, tmp_path / "t.parquet", **write_options)
     same_as_spark(new_york, "parquet", tmp_path)
     same_text_as_spark(new_york, "parquet", tmp_path)
+
+
+ANCIENT: dict[str, tuple[pa.Array, bool, str]] = {
+    # name: (values, written as INT96, the option Spark and ours name)
+    "INT96 before 1900": (
+        pa.array([None, -3_786_825_600_000_000], pa.timestamp("us", "UTC")),
+        True,
+        "int96RebaseMode",
+    ),
+    "INT96 before 1900, in a list": (
+        pa.array([[-3_786_825_600_000_000]], pa.list_(pa.timestamp("us", "UTC"))),
+        True,
+        "int96RebaseMode",
+    ),
+    "micros before 1900": (
+        pa.array([-2_208_988_800_000_001], pa.timestamp("us", "UTC")),
+        False,
+        "datetimeRebaseMode",
+    ),
+    "millis before 1900, in a struct": (
+        pa.StructArray.from_arrays(
+            [pa.array([-3_786_825_600_000], pa.timestamp("ms", "UTC"))], ["t"]
+        ),
+        False,
+        "datetimeRebaseMode",
+    ),
+    "a date before 1582-10-15": (pa.array([-141_428], pa.date32()), False, "datetimeRebaseMode"),
+}
+"""Values pyarrow writes that Spark 2 and 3 read differently: Spark 4 reads them as written
+(``CORRECTED``, its default), and fails on them with ``EXCEPTION``."""
+
+
+@pytest.mark.parametrize("case", list(ANCIENT))
+def test_parquet_ancient_values_another_writer_wrote_fail_with_exception_like_spark(
+    new_york: SparkSession, tmp_path: Path, case: str
+) -> None:
+    values, int96, option = ANCIENT[case]
+    path = tmp_path / "old.parquet"
+    pq.write_table(pa.table({"v": values}), path, use_deprecated_int96_timestamps=int96)
+    with pytest.raises(Exception, match="READ_ANCIENT_DATETIME"):
+        sparks(new_york, "parquet", tmp_path, **{option: "EXCEPTION"}).collect()
+    with pytest.raises(Exception, match=f"{option}=CORRECTED") as raised:
+        files(new_york, "parquet", tmp_path, **{option: "EXCEPTION"}).collect()
+    assert str(path) in str(raised.value)
+
+
+@pytest.mark.parametrize("case", list(ANCIENT))
+def test_parquet_ancient_values_read_as_written_by_default_like_spark(
+    new_york: SparkSession, tmp_path: Path, case: str
+) -> None:
+    values, int96, option = ANCIENT[case]
+    pq.write_table(
+        pa.table({"v": values}), tmp_path / "old.parquet", use_deprecated_int96_timestamps=int96
+    )
+    same_as_spark(new_york, "parquet", tmp_path)
+    same_text_as_spark(new_york, "parquet", tmp_path, **{option: "CORRECTED"})
+
+
+def test_parquet_ancient_values_spark_wrote_read_as_written_like_spark(
+    new_york: SparkSession, tmp_path: Path
+) -> None:
+    """Spark 3.1 and later write in the proleptic Gregorian calendar, and say so."""
+    new_york.sql(
+        "select timestamp'1850-03-01 12:00:00' as ts, date'1500-01-01' as day,"
+        " array(timestamp_ntz'1500-01-01 00:00:00') as ntz"
+    ).write.parquet(str(tmp_path / "t"))
+    same_as_spark(new_york, "parquet", tmp_path / "t")
+    same_text_as_spark(new_york, "parquet", tmp_path / "t")
 
 
 TEXT_WRITTEN = (

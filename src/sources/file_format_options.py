@@ -93,6 +93,32 @@ def _refused(name: str, advice: str, formats: str, spark: str, notes: str) -> Op
     return option.listed(f"refused{notes}", shown="", formats=formats, spark=spark)
 
 
+def _rebase_mode(text: str) -> str:
+    """Spark's rebase mode, in upper case as Spark takes it."""
+    mode = text
+    if mode == "LEGACY":
+        raise ValueError(
+            "LEGACY (rebasing from the Julian calendar) is not supported; read the files with "
+            "Spark and rewrite them, or use CORRECTED to read the values as written"
+        )
+    if mode not in ("EXCEPTION", "CORRECTED"):
+        raise ValueError(f"'{text}' is not one of CORRECTED, EXCEPTION (in upper case, as Spark)")
+    return mode
+
+
+def _rebase_option(name: str, field: str, values: str) -> Option:
+    """Spark's Parquet option ``name``: how to read ``values``, landing in ``field``."""
+    option = Option(
+        name, _rebase_mode, f"parquet: CORRECTED or EXCEPTION, for {values}", "CORRECTED"
+    )
+    return option.lands_in(field).listed(
+        f"supported: `CORRECTED` reads {values} as written; `EXCEPTION` fails on them in a "
+        "file Spark did not write, as Spark; `LEGACY` is refused",
+        formats="parquet",
+        spark=f"`spark.sql.parquet.{name}InRead`: `CORRECTED`",
+    )
+
+
 def _ignored(name: str, formats: str) -> Option:
     option = Option(name, str, "write option: no effect on a read, as in Spark", None)
     return option.listed(
@@ -243,6 +269,12 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
     Option.boolean("mergeSchema", "parquet: infer the schema from every file", default=False)
     .lands_in("merge_schema")
     .listed("supported (inference reads every footer)", formats="parquet", spark="`false`"),
+    _rebase_option(
+        "datetimeRebaseMode",
+        "datetime_rebase_mode",
+        "dates before 1582-10-15 and timestamps before 1900",
+    ),
+    _rebase_option("int96RebaseMode", "int96_rebase_mode", "INT96 timestamps before 1900"),
     Option.string("lineSep", "json: \\n or \\r\\n; text: \\n", None)
     .lands_in("line_sep")
     .listed(
@@ -266,7 +298,6 @@ FORMAT_OPTION_ALIASES: Mapping[str, str] = MappingProxyType(
 )
 """Spark's other names of options: alias → option name."""
 
-_NEVER_SET = "rewrite the files with Spark 3 or later"
 
 DEFAULT_ONLY_OPTIONS: tuple[Option, ...] = (
     _at_default(
@@ -301,8 +332,6 @@ DEFAULT_ONLY_OPTIONS: tuple[Option, ...] = (
     ),
     _at_default("allowNonNumericNumbers", "true", _AS_STRING, "json"),
     _at_default("inferTimestamp", "false", "give a schema with timestamp columns", "json"),
-    _at_default("datetimeRebaseMode", "EXCEPTION", _NEVER_SET, "parquet"),
-    _at_default("int96RebaseMode", "EXCEPTION", _NEVER_SET, "parquet"),
 )
 """Spark's options accepted at their default value only."""
 

@@ -116,6 +116,12 @@ class FormatOptions:
     drop_field_if_all_null: bool = False
     whole_text: bool = False
     merge_schema: bool = False
+    datetime_rebase_mode: str = "CORRECTED"
+    """Parquet: ``CORRECTED`` (Spark 4's default) reads a date before 1582-10-15 or a
+    timestamp before 1900 as written; ``EXCEPTION`` fails on one in a file Spark did not
+    write (as Spark's, whose calendar changed in 3.0)."""
+    int96_rebase_mode: str = "CORRECTED"
+    """Parquet: the same for INT96 timestamps before 1900."""
     line_sep: str | None = None
     extra_values_malformed: bool = True
     """CSV: a record with more values than the schema is malformed (Spark's rule, which

@@ -5,15 +5,25 @@ encoding Spark writes timestamps in by default (``spark.sql.parquet.outputTimest
 is to pyarrow a timestamp without a zone, in nanoseconds; Spark reads it as an instant
 (``timestamp``, with ``spark.sql.parquet.int96AsTimestamp``'s default), as this module does,
 in microseconds, at any depth of structs, lists and maps.
+
+Spark 3 moved dates and timestamps from the hybrid Julian calendar to the proleptic
+Gregorian one. A file Spark did not write is read as written (``datetimeRebaseMode`` and
+``int96RebaseMode`` ``CORRECTED``, Spark 4's default); with ``EXCEPTION`` a date before
+1582-10-15 or a timestamp before 1900 in it fails the read, as in Spark. Files Spark 3
+(INT96: 3.1) or later wrote in its default mode read as written; those it wrote in the
+``LEGACY`` mode (or earlier Sparks) read as written from 1900 on, and fail before (this
+reader does not rebase, where Spark does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime
 
 import fsspec
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from readers.formats.malformed import Malformed, conform
@@ -50,6 +60,25 @@ def spark_schema(parquet: pq.ParquetFile) -> pa.Schema:
         return stored
     leaves = iter(int96)
     return pa.schema([field.with_type(_retyped(field.type, leaves)) for field in stored])
+
+
+def _leaves(
+    kind: pa.DataType, steps: tuple[str | int, ...] = ()
+) -> Iterator[tuple[str | int, ...]]:
+    """The steps to each leaf of ``kind``, in the file's column order: a struct field's
+    index, ``"values"`` of a list, ``"keys"`` and ``"items"`` of a map."""
+    if pa.types.is_struct(kind):
+        for index, field in enumerate(kind):
+            yield from _leaves(field.type, (*steps, index))
+    elif pa.types.is_map(kind):
+        yield from _leaves(kind.key_type, (*steps, "keys"))
+        yield from _leaves(kind.item_type, (*steps, "items"))
+    elif (
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    ):
+        yield from _leaves(kind.value_type, (*steps, "values"))
+    else:
+        yield steps
 
 
 def _retyped(kind: pa.DataType, int96: Iterator[bool]) -> pa.DataType:
@@ -119,6 +148,7 @@ class ParquetFormat:
                 stored = spark_schema(parquet)
             except (pa.ArrowException, OSError) as error:
                 raise _footer_error(path, error) from error
+            check = ancient_check(parquet, stored, path, options)
             metadata = parquet.metadata
             groups = [
                 index
@@ -144,8 +174,11 @@ class ParquetFormat:
                         use_threads=False,  # Spark runs a task per core, as for text blocks
                     )
                     for batch in batches:
+                        batch = _as_spark_reads(batch, stored)
+                        if check is not None:
+                            check(batch)
                         try:
-                            shaped = conform(_as_spark_reads(batch, stored), schema)
+                            shaped = conform(batch, schema)
                         except Malformed as problem:
                             raise FileReadError(
                                 f"Cannot read Parquet file '{path}', {where}: {problem}. "
@@ -159,6 +192,119 @@ class ParquetFormat:
                         f"Cannot read Parquet file '{path}': {where} is corrupt "
                         f"({detail(error)}). {FIX}"
                     ) from error
+
+
+_GREGORIAN_FROM = (date(1582, 10, 15) - date(1970, 1, 1)).days
+"""The first day Spark 2 and Spark 3 agree on in every calendar: days since the epoch."""
+_ZONES_AGREE_FROM = int(datetime(1900, 1, 1, tzinfo=UTC).timestamp() * 1_000_000)
+"""The first timestamp (µs) they agree on in every zone: Spark's last calendar switch."""
+_SPARK_VERSION = b"org.apache.spark.version"
+
+
+def ancient_check(
+    parquet: pq.ParquetFile, stored: pa.Schema, path: str, options: FormatOptions
+) -> Callable[[pa.RecordBatch], None] | None:
+    """What raises on a batch of ``parquet`` holding a value Spark would not read as is
+    (see the module docstring), or None when no value of the file needs checking.
+
+    ``stored`` is the file's :func:`spark_schema`; the check takes batches of it.
+    """
+    keys = parquet.metadata.metadata or {}
+    version = keys.get(_SPARK_VERSION)
+    int96_mode = _mode(
+        version, keys, b"3.1.0", b"org.apache.spark.legacyINT96", options.int96_rebase_mode
+    )
+    datetime_mode = _mode(
+        version, keys, b"3.0.0", b"org.apache.spark.legacyDateTime", options.datetime_rebase_mode
+    )
+    columns = parquet.schema
+    int96 = iter(columns.column(i).physical_type == "INT96" for i in range(len(columns)))
+    checked: list[tuple[str, tuple[str | int, ...], str, str]] = []
+    for field in stored:
+        for steps in _leaves(field.type):
+            kind, is_int96 = _leaf_type(field.type, steps), next(int96)
+            mode = int96_mode if is_int96 else datetime_mode
+            option = "int96RebaseMode" if is_int96 else "datetimeRebaseMode"
+            dated = pa.types.is_date32(kind) or (pa.types.is_timestamp(kind) and kind.tz)
+            if dated and mode != "CORRECTED":
+                checked.append((field.name, steps, option, mode))
+    if not checked:
+        return None
+
+    def check(batch: pa.RecordBatch) -> None:
+        for name, steps, option, mode in checked:
+            index = batch.schema.get_field_index(name)
+            if index >= 0:
+                _check_leaf(_leaf(batch.column(index), steps), name, option, mode, path, version)
+
+    return check
+
+
+def _mode(
+    version: bytes | None, keys: dict[bytes, bytes], since: bytes, legacy: bytes, given: str
+) -> str:
+    """Spark's rebase mode of a file: the option's for a file Spark did not write, else
+    CORRECTED, or LEGACY for one Spark wrote before ``since`` or with the ``legacy`` key."""
+    if version is None:
+        return given
+    return "LEGACY" if version < since or legacy in keys else "CORRECTED"
+
+
+def _leaf_type(kind: pa.DataType, steps: tuple[str | int, ...]) -> pa.DataType:
+    for step in steps:
+        kind = (
+            kind.field(step).type
+            if isinstance(step, int)
+            else kind.key_type
+            if step == "keys"
+            else kind.item_type
+            if step == "items"
+            else kind.value_type
+        )
+    return kind
+
+
+def _leaf(column: pa.Array, steps: tuple[str | int, ...]) -> pa.Array:
+    """The values of ``column`` at the leaf ``steps`` lead to, flattened."""
+    for step in steps:
+        if isinstance(step, int):
+            column = column.field(step)
+        elif step == "keys":
+            column = column.keys
+        elif step == "items":
+            column = column.items
+        else:
+            column = column.flatten()
+    return column
+
+
+def _check_leaf(
+    leaf: pa.Array, name: str, option: str, mode: str, path: str, version: bytes | None
+) -> None:
+    least = pc.min(leaf)
+    if not least.is_valid:
+        return
+    if pa.types.is_date32(leaf.type):
+        ancient, first = least.value < _GREGORIAN_FROM, "1582-10-15"
+    else:
+        micros = least.cast(pa.timestamp("us", "UTC")).value
+        ancient, first = micros < _ZONES_AGREE_FROM, "1900-01-01 00:00:00 UTC"
+    if not ancient:
+        return
+    if mode == "LEGACY":
+        raise FileReadError(
+            f"Parquet file '{path}' holds {least} in column '{name}', before {first}, and "
+            f"Spark {version.decode() if version else ''} wrote it in the Julian calendar "
+            "(LEGACY), which this reader does not rebase. Read the files with Spark and "
+            "rewrite them with Spark 3.1 or later."
+        )
+    raise FileReadError(
+        f"Parquet file '{path}' holds {least} in column '{name}', before {first}; Spark "
+        f"did not write the file, so its calendar is unknown, and {option} is EXCEPTION "
+        f"(Spark fails the same read). Give {option}=CORRECTED (the default) to read the "
+        "values as written (pyarrow and other writers use the proleptic Gregorian "
+        "calendar), or fix the file."
+    )
 
 
 def _as_spark_reads(batch: pa.RecordBatch, stored: pa.Schema) -> pa.RecordBatch:
