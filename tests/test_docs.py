@@ -171,13 +171,70 @@ def test_the_tutorial_builds_a_project_that_runs_and_passes_its_tests(
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("page", ["options.md", "streaming.md", "files.md", "monitoring.md"])
+@pytest.mark.parametrize(
+    "page", ["options.md", "streaming.md", "files.md", "monitoring.md", "troubleshooting.md"]
+)
 def test_a_user_guide_runs_top_to_bottom(spark: SparkSession, page: str) -> None:
     """The pages whose examples need no outside system (the Kafka page's need a broker)."""
     path = DOCS / page
     assert python_blocks(path)
     module = run_as_one_module(path)
     assert module.spark is spark  # local_session() gave the running session back
+
+
+UNACTIVATED = textwrap.dedent(
+    """
+    import sys
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    try:
+        spark.read.format("splitsource.files").option("format", "text").load(sys.argv[1])
+    except Exception as error:
+        print("ERROR " + " ".join(str(error).split()))
+    from sources.files import FileSource
+    from sources.spark import register
+
+    register(spark, FileSource)
+    rows = spark.read.format("splitsource.files").option("format", "text").load(sys.argv[1])
+    print("AFTER REGISTER", rows.count())
+    """
+)
+
+
+@pytest.mark.spark
+def test_the_troubleshooting_page_says_what_an_unactivated_environment_gives(
+    tmp_path: Path,
+) -> None:
+    """A virtual environment's Python run by its path, with another ``python3`` first on
+    PATH and PYSPARK_PYTHON unset: a packaged format is not found, with the page's
+    message, and ``register`` (one of the page's fixes) reads it."""
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    other = tmp_path / "bin"
+    other.mkdir()
+    (other / "python3").symlink_to(sys._base_executable)  # the venv's base: no splitsource
+    env = {
+        key: value
+        for key, value in job_env().items()
+        if key not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")
+    }
+    env["PATH"] = os.pathsep.join([str(other), "/usr/bin", "/bin"])
+    found = subprocess.run([other / "python3", "-c", "import sources"], env=env, check=False)
+    if found.returncode == 0:
+        pytest.skip("the base interpreter has splitsource too")
+    result = subprocess.run(
+        [sys.executable, "-c", UNACTIVATED, str(tmp_path / "a.txt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    page = (DOCS / "troubleshooting.md").read_text()
+    (said, *_) = code_blocks(page, "text")
+    assert said.strip() in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "AFTER REGISTER 2" in result.stdout, result.stderr[-3000:]
 
 
 @pytest.mark.spark
