@@ -3,18 +3,22 @@ reader, as in a Python worker that Spark reuses micro-batch after micro-batch.""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from helpers.kafka_queries import numbered
 from readers.kafka_consumers import CONSUMERS
 from sources.splits.kafka import KafkaPartitionSplit
 from test_kafka_reader import read_all, reader_for
 
 if TYPE_CHECKING:
     from helpers.kafka_broker import KafkaBroker
+    from helpers.kafka_queries import Stream
 
 pytestmark = pytest.mark.kafka
 
@@ -105,3 +109,58 @@ def test_a_reader_that_failed_closes_its_consumer(
         read_all(reader, KafkaPartitionSplit(name, 0, 0, 5))  # offsets 1-4 never come
     reader.close()
     assert CONSUMERS.idle_count(group) == 0
+
+
+def worker_connections(port: int) -> set[int]:
+    """The local ports of the TCP connections Spark's Python workers (on this machine)
+    hold open to ``port``."""
+    sockets: set[str] = set()
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"pyspark.worker" not in (process / "cmdline").read_bytes():
+                continue
+            sockets |= {
+                target[8:-1]
+                for fd in (process / "fd").iterdir()
+                if (target := os.readlink(fd)).startswith("socket:[")
+            }
+        except OSError:  # the process ended or is not ours to see
+            continue
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+            if state == "01" and int(remote.rsplit(":", 1)[1], 16) == port and inode in sockets:
+                ports.add(int(local.rsplit(":", 1)[1], 16))
+    return ports
+
+
+@pytest.mark.spark
+def test_a_stream_reads_batch_after_batch_on_the_same_connections_and_closes_them_when_stopped(
+    kafka_broker: KafkaBroker, topic: Callable[..., str], stream: Callable[..., Stream]
+) -> None:
+    name = topic(partitions=1)  # a task per batch, run by one of Spark's Python workers
+    port = int(kafka_broker.bootstrap.rsplit(":", 1)[1])
+    before = worker_connections(port)
+    timeout = {"kafkaConsumer.cacheTimeout": "2s"}
+    query_stream = stream(subscribe=name, startingOffsets="earliest", **timeout)
+    query = query_stream.start()
+    expected: list[str] = []
+    opened: set[int] = set()
+    first = 0
+    for batch in range(8):
+        written = numbered(f"b{batch}-", 20)
+        kafka_broker.produce(name, written)
+        expected = sorted(expected + written)
+        assert query_stream.wait_for(expected, query) == expected
+        opened |= worker_connections(port) - before
+        first = first or len(opened)
+    query.stop()
+    # A consumer per task would open a consumer's connections in each of the 8 batches;
+    # one kept in each Python worker (at most 3 under local[2]) opens them once per worker.
+    assert 0 < len(opened) <= 3 * first
+    deadline = time.monotonic() + 30
+    while worker_connections(port) & opened and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not worker_connections(port) & opened
