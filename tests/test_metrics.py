@@ -236,6 +236,51 @@ def test_the_listener_keeps_each_querys_latest_figures(spark: SparkSession, tmp_
     assert kept["sources"]["splitsource.numbers"]["pendingRecords"] == 0
 
 
+@pytest.mark.spark
+def test_a_stream_left_idle_reports_its_idle_time_growing(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark posts no progress while nothing arrives, only idle events (here every 500 ms):
+    the listener and Prometheus count the idle time on from the last batch with data."""
+    interval = "spark.sql.streaming.noDataProgressEventInterval"
+    spark.conf.set(interval, "500ms")
+    exporter = serve_prometheus(spark, port=0)
+    try:
+        query = (
+            spark.readStream.format("splitsource.numbers")
+            .options(to="9")
+            .load()
+            .writeStream.format("noop")
+            .queryName("numbers_left_idle")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        deadline = time.monotonic() + 120
+        idle = 0.0
+        while idle < 3000:
+            assert time.monotonic() < deadline, exporter.latest()
+            time.sleep(0.2)
+            kept = exporter.latest().get(str(query.id), {"sources": {}})["sources"]
+            idle = kept.get("splitsource.numbers", {}).get("sourceIdleTime", 0)
+        [with_data] = [p for p in query.recentProgress if p["numInputRows"]]
+        assert source_metrics(with_data)["splitsource.numbers"]["sourceIdleTime"] < 3000
+        with urllib.request.urlopen(exporter.url, timeout=10) as response:
+            text = response.read().decode()
+        query.stop()
+    finally:
+        spark.streams.removeListener(exporter)
+        spark.conf.unset(interval)
+    [gauge] = [
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "splitsource_source_idle_seconds"
+        and sample.labels["query"] == "numbers_left_idle"
+    ]
+    assert gauge >= 3.0
+
+
 def _metrics_lines(
     tmp_path: Path, jobs: list[Job], monkeypatch: pytest.MonkeyPatch, level: str | None
 ) -> list[dict[str, Any]]:

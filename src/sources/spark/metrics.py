@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -107,7 +108,10 @@ class SourceMetricsListener(StreamingQueryListener):
 
     Add it with ``spark.streams.addListener(listener)`` (classic and Spark Connect
     sessions); :meth:`latest` then gives, by query id, the query's name, its last
-    batch id and :func:`source_metrics` of its last progress.
+    batch id and :func:`source_metrics` of its last progress. Spark posts no progress
+    while a query has no new data, but an idle event every
+    ``spark.sql.streaming.noDataProgressEventInterval`` (10 s by default): at each,
+    ``sourceIdleTime`` grows to the time since the source last read data.
 
     Examples
     --------
@@ -119,6 +123,8 @@ class SourceMetricsListener(StreamingQueryListener):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._latest: dict[str, dict[str, Any]] = {}
+        self._data_at: dict[str, dict[str, float]] = {}
+        """By query id and source: when the source last read data (ms since the epoch)."""
 
     def latest(self) -> dict[str, dict[str, Any]]:
         """``{query id: {"name", "batchId", "sources": {source: metrics}}}``, a copy."""
@@ -133,18 +139,42 @@ class SourceMetricsListener(StreamingQueryListener):
         progress = as_dict(event.progress)
         metrics = source_metrics(progress)
         if metrics:
+            at = _epoch_ms(progress.get("timestamp"))
             with self._lock:
                 self._latest[str(progress["id"])] = {
                     "name": progress.get("name"),
                     "batchId": progress.get("batchId"),
                     "sources": metrics,
                 }
+                self._data_at[str(progress["id"])] = {
+                    source: at - figures["sourceIdleTime"]
+                    for source, figures in metrics.items()
+                    if at is not None and isinstance(figures.get("sourceIdleTime"), int | float)
+                }
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
-        """An idle query's figures stay as its last progress gave them."""
+        """An idle query's ``sourceIdleTime`` grows to the time since each source last
+        read data; its other figures stay as its last progress gave them."""
+        at = _epoch_ms(event.timestamp)
+        query = str(event.id)
+        with self._lock:
+            kept = self._latest.get(query)
+            if at is None or kept is None:
+                return
+            for source, data_at in self._data_at.get(query, {}).items():
+                figures = kept["sources"][source]
+                figures["sourceIdleTime"] = max(figures["sourceIdleTime"], round(at - data_at))
 
     def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         """A stopped query's last figures are kept: they say where it stopped."""
+
+
+def _epoch_ms(timestamp: Any) -> float | None:
+    """Spark's event time stamp (``2026-11-27T18:21:00.123Z``) in ms since the epoch."""
+    try:
+        return datetime.fromisoformat(str(timestamp)).timestamp() * 1000
+    except ValueError:
+        return None
 
 
 def as_dict(progress: Any) -> Mapping[str, Any]:
