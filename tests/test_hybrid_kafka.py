@@ -11,6 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -33,6 +34,8 @@ from sources.files import FileSource
 from sources.hybrid_kafka import ArchiveThenKafkaSource
 from sources.serialization import frame, unframe
 from sources.spark.datasource import data_source_for, plan_bounded
+from sources.spark.metrics import source_metrics
+from sources.spark.prometheus import PrometheusListener
 from sources.splits.files import FileSplit
 from sources.splits.kafka import KafkaPartitionSplit
 from sources.testing.planning import logged, next_batch, partition_splits, stream_reader
@@ -622,3 +625,31 @@ def test_an_archive_spark_wrote_gives_kafkas_timestamps_a_watermark_can_be_defin
     rows = spark.read.parquet(str(tmp_path / "out")).orderBy("offset").collect()
     stamps = [round(row["timestamp"].timestamp() * 1000) for row in rows]  # local → epoch
     assert stamps == [base + 1000 * i for i in range(30)]
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_the_kafka_stages_lag_gauges_carry_topic_and_partition_labels(
+    spark: SparkSession, kafka_broker: KafkaBroker, topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """The docs' per-topic PromQL works on a hybrid; archive files have no such labels."""
+    name = topic(partitions=2)
+    written(kafka_broker, name, 2, 10)
+    archive(kafka_broker, name, tmp_path / "archive", {0: 4, 1: 4})
+    given = options(kafka_broker, name, tmp_path / "archive", stateLocation=tmp_path / "state")
+    query = run_available_now(spark.readStream.format(FORMAT).options(**given).load(), tmp_path)
+    assert query.exception() is None
+    on_kafka = [
+        progress
+        for progress in query.recentProgress
+        if source_metrics(progress)[FORMAT].get("offsetsBehindLatest")
+    ]
+    assert on_kafka, query.recentProgress
+    exporter = PrometheusListener("")
+    exporter.onQueryProgress(SimpleNamespace(progress=on_kafka[-1]))
+    [lag] = [f for f in exporter.collect() if f.name == "splitsource_offsets_behind_latest"]
+    labels = {sample.labels["split"]: sample.labels for sample in lag.samples}
+    assert {(split, ls["topic"], ls["partition"]) for split, ls in labels.items()} == {
+        (f"1:{name}-0", name, "0"),
+        (f"1:{name}-1", name, "1"),
+    }

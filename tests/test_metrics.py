@@ -107,9 +107,14 @@ def test_prometheus_gauges_carry_query_source_topic_and_partition_labels() -> No
             progress=progress(
                 report(
                     offsetsBehindLatest={"orders-0": 5, "orders-1": 0},
+                    splitLabels={
+                        "orders-0": {"topic": "orders", "partition": "0"},
+                        "orders-1": {"topic": "orders", "partition": "1"},
+                    },
                     pendingRecords=5,
                     sourceIdleTime=1500,
-                )
+                ),
+                report(source="splitsource.numbers", offsetsBehindLatest={"0": 2}),
             )
         )
     )
@@ -117,10 +122,16 @@ def test_prometheus_gauges_carry_query_source_topic_and_partition_labels() -> No
     families = {family.name: family for family in listener.collect()}
 
     lag = {
-        (s.labels["topic"], s.labels["partition"]): s.value
+        (s.labels.get("topic"), s.labels.get("partition")): s.value
         for s in families["splitsource_offsets_behind_latest"].samples
     }
-    assert lag == {("orders", "0"): 5, ("orders", "1"): 0}
+    assert lag == {("orders", "0"): 5, ("orders", "1"): 0, (None, None): 2}
+    [numbers] = [
+        s.labels
+        for s in families["splitsource_offsets_behind_latest"].samples
+        if s.labels["source"] == "splitsource.numbers"
+    ]
+    assert numbers == {"query": "lag", "source": "splitsource.numbers", "split": "0"}
     [pending] = families["splitsource_pending_records"].samples
     assert pending.labels == {"query": "lag", "source": "splitsource.kafka"}
     assert pending.value == 5
@@ -279,6 +290,32 @@ def test_a_stream_left_idle_reports_its_idle_time_growing(
         and sample.labels["query"] == "numbers_left_idle"
     ]
     assert gauge >= 3.0
+
+
+@pytest.mark.spark
+def test_stopping_the_exporter_stops_serving_and_removes_its_listener(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    with (
+        serve_prometheus(spark, port=0) as exporter,
+        urllib.request.urlopen(exporter.url, timeout=10) as response,
+    ):
+        assert response.status == 200
+    exporter.stop()  # again: nothing to do
+    with pytest.raises(OSError):
+        urllib.request.urlopen(exporter.url, timeout=10)
+    query = (
+        spark.readStream.format("splitsource.numbers")
+        .options(to="9")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    finished(query)
+    time.sleep(2)  # events reach listeners a moment after the batch
+    assert exporter.latest() == {}
 
 
 def _metrics_lines(

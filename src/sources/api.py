@@ -273,6 +273,21 @@ class Source(ABC, Generic[SplitT, StateT]):
         """
         return self.positions_count_records
 
+    def split_labels(self, split_id: str) -> Mapping[str, str]:
+        """What split ``split_id`` is, as labels of its per-split figures. Driver only.
+
+        Prometheus gauges of per-split figures carry them beside ``split``; the default
+        is none. Kafka's are ``topic`` and ``partition``, so PromQL can sum by topic.
+
+        Examples
+        --------
+        >>> from sources.kafka import KafkaSource
+        >>> options = {"subscribe": "orders", "kafka.bootstrap.servers": "127.0.0.1:9092"}
+        >>> KafkaSource.from_spark_options(options)[0].split_labels("orders-3")
+        {'topic': 'orders', 'partition': '3'}
+        """
+        return {}
+
     def derive_split(self, split_id: str, position: int) -> SplitT | None:
         """The split ``split_id`` rebuilt from its id alone, as if first handed out at
         ``position``; None if its id does not name it. Driver only.

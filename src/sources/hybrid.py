@@ -395,6 +395,13 @@ class HybridSource(Source[HybridSplit, HybridState]):
         """The most any stage reads ahead: a task may read splits of every stage."""
         return max(source.read_ahead() for source in self.sources)
 
+    def split_labels(self, split_id: str) -> Mapping[str, str]:
+        """The labels its own source gives split ``split_id`` ("<stage index>:<its id>")."""
+        index, _, inner = split_id.partition(":")
+        if not index.isdigit() or int(index) >= len(self.sources):
+            return {}
+        return self.sources[int(index)].split_labels(inner)
+
     def split_counts_records(self, split: HybridSplit) -> bool:
         """As its own source says: Kafka's offsets count records, archive files do not."""
         return self.sources[split.index].split_counts_records(split.split)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import itertools
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar, Self
@@ -329,6 +329,11 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         pushed = copy.copy(self)
         pushed.filters = tuple(filters)
         return pushed, filters
+
+    def split_labels(self, split_id: str) -> Mapping[str, str]:
+        """``topic`` and ``partition`` of split ``split_id`` ("topic-partition")."""
+        topic, _, partition = split_id.rpartition("-")
+        return {"topic": topic, "partition": partition} if topic and partition.isdigit() else {}
 
     def derive_split(self, split_id: str, position: int) -> KafkaPartitionSplit | None:
         """The growing split of partition ``split_id`` ("topic-partition") from ``position``."""

@@ -43,7 +43,7 @@ from enumerators.runtime.available_now import AvailableNowTarget
 from enumerators.runtime.discovery import PeriodicDiscovery
 from enumerators.runtime.graceful_stop import GracefulStop
 from enumerators.runtime.offsets import SplitProgress, StreamOffset, split_deriver
-from enumerators.runtime.progress import SourceReport
+from enumerators.runtime.progress import LISTED_SPLITS, SourceReport
 from enumerators.runtime.state_spill import INLINE_SPLITS_LIMIT, INLINE_STATE_LIMIT, StateSpill
 from enumerators.runtime.state_store import StateStore
 from sources.api import Source
@@ -269,6 +269,11 @@ class StreamCoordinator:
             if aligned is None
             else aligned.next_times(self._positions(entries), reached),
             alignment={} if aligned is None else aligned.figures(),
+            labels={
+                sid: labels
+                for sid in (entries if len(entries) <= LISTED_SPLITS else ())
+                if (labels := self._source.split_labels(sid))
+            },
         )
 
     def _check_not_in_flight(

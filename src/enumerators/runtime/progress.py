@@ -17,6 +17,8 @@ whose positions count records. ``pendingRecords`` is their sum plus what the
 enumerator reports as pending; the enumerator's other figures
 (:meth:`~enumerators.base.SplitEnumerator.pending`) are added as they are.
 ``sourceIdleTime`` is the milliseconds since the last batch that read data.
+``splitLabels`` says what the splits in flight are, for sources whose splits have
+labels (Kafka's: ``{"orders-0": {"topic": "orders", "partition": "0"}}``).
 A stream aligned in event time adds the figures of its cut
 (:meth:`~enumerators.runtime.alignment.AlignedCut.figures`: ``eventTimeFloor``,
 ``eventTimeCut``, ``eventTimeLag``, ``splitsAheadInEventTime``, ``idleSplits``) and
@@ -55,6 +57,9 @@ class SourceReport:
     alignment: Mapping[str, Any] = field(default_factory=dict)
     """The figures of the batch's event-time cut
     (:meth:`~enumerators.runtime.alignment.AlignedCut.figures`)."""
+    labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """What each split is (:meth:`~sources.api.Source.split_labels`), for splits that have
+    labels; reported as ``splitLabels``."""
 
     def metrics(self) -> dict[str, Any]:
         """The figures under ``metrics``."""
@@ -75,12 +80,14 @@ class SourceReport:
         figures.update({name: value for name, value in self.pending.items() if name not in figures})
         figures["activeSplits"] = len(self.latest)
         figures["sourceIdleTime"] = self.idle_ms
+        if self.labels:
+            figures["splitLabels"] = self._listed(dict(sorted(self.labels.items())))
         if self.alignment:
             figures.update(self.alignment)
             figures["eventTimes"] = self._listed(dict(sorted(self.event_times.items())))
         return figures
 
-    def _listed(self, per_split: dict[str, int]) -> dict[str, int]:
+    def _listed(self, per_split: dict[str, Any]) -> dict[str, Any]:
         return per_split if len(self.latest) <= LISTED_SPLITS else {}
 
     def to_json(self) -> dict[str, Any]:

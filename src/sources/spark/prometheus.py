@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 try:
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PrometheusListener", "serve_prometheus"]
 
-_KAFKA_SPLIT = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-
 
 class PrometheusListener(SourceMetricsListener):
     """A :class:`SourceMetricsListener` whose figures a Prometheus server scrapes.
@@ -37,14 +35,33 @@ class PrometheusListener(SourceMetricsListener):
     Made by :func:`serve_prometheus`. Every figure is a gauge named
     ``splitsource_<figure in snake case>`` with the labels ``query`` (its name, else
     its id) and ``source``; ``offsetsBehindLatest`` becomes
-    ``splitsource_offsets_behind_latest`` with a ``split`` label (and ``topic`` and
-    ``partition`` for Kafka), ``sourceIdleTime`` ``splitsource_source_idle_seconds``.
+    ``splitsource_offsets_behind_latest`` with a ``split`` label and the split's
+    ``splitLabels`` (Kafka's ``topic`` and ``partition``, also for a hybrid's Kafka
+    stage; none for sources without), ``sourceIdleTime``
+    ``splitsource_source_idle_seconds``.
     """
 
     def __init__(self, url: str) -> None:
         super().__init__()
         self.url = url
         """Where the figures are served, ``http://<host>:<port>/metrics``."""
+        self._stops: list[Callable[[], None]] = []
+
+    def stop(self) -> None:
+        """Stop serving and remove this listener from its session's streams.
+
+        Call it before ``spark.stop()``: a listener still registered when the session
+        stops makes Spark log an error from its listener bus. Calling it again does
+        nothing.
+        """
+        while self._stops:
+            self._stops.pop()()
+
+    def __enter__(self) -> PrometheusListener:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """The gauges of the latest figures (called by prometheus-client at each scrape)."""
@@ -52,18 +69,19 @@ class PrometheusListener(SourceMetricsListener):
 
         def gauge(name: str, labels: dict[str, str], value: float, doc: str) -> None:
             if name not in families:
-                families[name] = GaugeMetricFamily(name, doc, labels=list(labels))
-            families[name].add_metric(list(labels.values()), value)
+                families[name] = GaugeMetricFamily(name, doc)
+            families[name].add_sample(name, labels, value)  # label names vary by source
 
         for query_id, query in sorted(self.latest().items()):
             for source, metrics in sorted(query["sources"].items()):
                 labels = {"query": query["name"] or query_id, "source": source}
+                split_labels = metrics.get("splitLabels", {})
                 for figure, value in sorted(metrics.items()):
                     if figure == "offsetsBehindLatest":
                         for split, behind in value.items():
                             gauge(
                                 "splitsource_offsets_behind_latest",
-                                {**labels, **_split_labels(source, split)},
+                                {**labels, "split": split, **split_labels.get(split, {})},
                                 behind,
                                 "Records a split could read beyond the last batch.",
                             )
@@ -89,7 +107,9 @@ def serve_prometheus(spark: SparkSession, port: int, host: str = "127.0.0.1") ->
 
     Adds a :class:`PrometheusListener` to ``spark.streams`` and starts an HTTP server
     in this process (the driver's Python). ``port=0`` takes a free port (read it from
-    the returned listener's ``url``). Needs ``pip install 'splitsource[prometheus]'``.
+    the returned listener's ``url``). The listener's ``stop()`` (or leaving it as a
+    context manager) stops the server and removes the listener: do so before
+    ``spark.stop()``. Needs ``pip install 'splitsource[prometheus]'``.
 
     Raises
     ------
@@ -103,12 +123,13 @@ def serve_prometheus(spark: SparkSession, port: int, host: str = "127.0.0.1") ->
     >>> listener = serve_prometheus(spark, port=9464)  # doctest: +SKIP
     >>> listener.url  # doctest: +SKIP
     'http://127.0.0.1:9464/metrics'
+    >>> listener.stop()  # doctest: +SKIP
     """
     registry = CollectorRegistry(auto_describe=False)
     listener = PrometheusListener("")
     registry.register(listener)
     try:
-        server, _ = start_http_server(port, addr=host, registry=registry)
+        server, thread = start_http_server(port, addr=host, registry=registry)
     except OSError as error:
         if error.errno != errno.EADDRINUSE:
             raise
@@ -118,15 +139,16 @@ def serve_prometheus(spark: SparkSession, port: int, host: str = "127.0.0.1") ->
             "what listens there."
         ) from None
     listener.url = f"http://{host}:{server.server_port}/metrics"
+
+    def stop_serving() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+    listener._stops.append(stop_serving)
     spark.streams.addListener(listener)
+    listener._stops.append(lambda: spark.streams.removeListener(listener))
     return listener
-
-
-def _split_labels(source: str, split: str) -> dict[str, str]:
-    match = _KAFKA_SPLIT.match(split) if source.startswith("splitsource.kafka") else None
-    if match is None:
-        return {"split": split, "topic": "", "partition": ""}
-    return {"split": split, "topic": match["topic"], "partition": match["partition"]}
 
 
 def _snake(name: str) -> str:
