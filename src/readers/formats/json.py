@@ -195,11 +195,12 @@ def _arrays_as_records(data: bytes) -> bytes:
 
 def _read_as_text(field: pa.Field, options: FormatOptions) -> bool:
     """Whether ``field`` is read as JSON text first: pyarrow has no maps nor Spark's patterns,
-    and reads a timestamp without an offset as UTC (right only in that zone)."""
+    reads a timestamp without an offset as UTC (right only in that zone), and no date
+    from a string (Spark writes dates as ``"2026-11-27"``)."""
     kind = field.type
     if pa.types.is_timestamp(kind) and kind.tz is not None and options.timestamp_format is None:
         return options.time_zone != "UTC"
-    return pa.types.is_map(kind) or converted_from_text(kind, options)
+    return pa.types.is_map(kind) or pa.types.is_date(kind) or converted_from_text(kind, options)
 
 
 def _from_text(column: pa.ChunkedArray, field: pa.Field, options: FormatOptions) -> pa.Array:
