@@ -1,9 +1,9 @@
 """The Kafka split reader: offsets ``[start, end)`` of a partition, as Arrow batches. Executor only.
 
-A task reads its splits one after the other, each with a confluent-kafka consumer
-assigned at explicit offsets that never joins or commits to a consumer group,
-borrowed from the process's pool (:mod:`readers.kafka_consumers`) and returned to it,
-so that the next micro-batch's task finds it assigned and its records fetched.
+One confluent-kafka consumer per task reads its splits one after the other,
+assigned at explicit offsets: it never joins or commits to a consumer group. The
+consumer is borrowed from the Python worker's pool (:mod:`readers.kafka_consumers`)
+and returned to it unassigned, so the next micro-batch's task finds it connected.
 A split is finished when a record at or past ``end - 1`` arrives or the
 partition's end is reached at or past ``end``; so gaps in the offsets (compacted
 topics, transaction markers, aborted records under ``read_committed``) never
@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
-from readers.kafka_consumers import CONSUMERS, LentConsumer
+from readers.kafka_consumers import CONSUMERS
 from sources.errors import KafkaConnectionError, KafkaDataLossError
 from sources.kafka_config import KafkaClientConfig
 from sources.splits.kafka import KafkaPartitionSplit
@@ -83,7 +83,7 @@ class KafkaReaderConfig:
 
 
 class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
-    """Reads the bounded splits of one task in order, each with a pooled consumer."""
+    """Reads the bounded splits of one task in order with one consumer."""
 
     def __init__(self, config: KafkaReaderConfig, schema: pa.Schema) -> None:
         self._config = config
@@ -92,12 +92,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         self._poll_timeout = config.poll_timeout_ms / 1000
         self._splits: deque[KafkaPartitionSplit] = deque()
         self._woken = threading.Event()
-        self._lent: LentConsumer | None = None
-        """The consumer of the split being read."""
-        self._spare: LentConsumer | None = None
-        """The consumer of the split read last, for the next split if the pool has none."""
-        self._past_end: list[Message] = []
-        self._ended_by_eof = False
+        self._consumer: Consumer | None = None
         self._failed = False
         self._current: KafkaPartitionSplit | None = None
         self._next_offset = 0
@@ -110,7 +105,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         try:
             return self._fetch(timeout)
         except BaseException:
-            self._failed = True  # the consumer's position is not known: close it
+            self._failed = True  # the consumer's state is not known: close it
             raise
 
     def _fetch(self, timeout: float) -> RecordsBySplit:
@@ -121,14 +116,6 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         assert end is not None, "a Kafka split is read in bounded ranges"
         if self._next_offset >= end:
             return self._finish(split, [])
-        lent = self._consumer_for(split)
-        if lent.leftover:
-            leftover, lent.leftover = lent.leftover, []
-            batch, done = self._take(split, end, leftover)
-            if done:
-                return self._finish(split, batch)
-            if batch:
-                return RecordsBySplit({split.split_id: batch})
         deadline = time.monotonic() + timeout
         while not self._woken.is_set():
             left = deadline - time.monotonic()
@@ -137,7 +124,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
             # consume() waits until it has as many messages as asked or its timeout
             # passes: asking for more than the range holds would wait out every slice.
             wanted = min(MESSAGES_PER_CONSUME, end - self._next_offset)
-            messages = lent.consumer.consume(wanted, min(left, WAKEUP_SLICE))
+            messages = self._consumer_for(split).consume(wanted, min(left, WAKEUP_SLICE))
             if messages:
                 batch, done = self._take(split, end, messages)
                 if done:
@@ -152,13 +139,13 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         self._woken.set()
 
     def close(self) -> None:
-        lent, self._lent = self._lent, None
-        if lent is not None:
-            lent.next_offset = self._next_offset
-            (CONSUMERS.discard if self._failed else CONSUMERS.give_back)(lent)
-        if self._spare is not None:
-            spare, self._spare = self._spare, None
-            CONSUMERS.give_back(spare)
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            if self._failed:
+                CONSUMERS.discard(consumer)
+            else:
+                config = self._consumer_config()
+                CONSUMERS.give_back(consumer, config, self._config.consumer_cache_timeout)
 
     def _take_next(self) -> KafkaPartitionSplit | None:
         if not self._splits:
@@ -166,30 +153,30 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         split = self._splits.popleft()
         self._current = split
         self._next_offset = split.start
-        self._ended_by_eof = False
         self._last_progress = time.monotonic()
+        if self._consumer is not None and split.start < (split.end or 0):
+            self._assign(split, split.start)
         return split
 
-    def _consumer_for(self, split: KafkaPartitionSplit) -> LentConsumer:
-        """The consumer of ``split``'s partition, delivering from the next offset to read."""
-        if self._lent is None:
+    def _consumer_for(self, split: KafkaPartitionSplit) -> Consumer:
+        if self._consumer is None:
             kafka = self._config.kafka
             try:
-                spare, self._spare = self._spare, None
-                self._lent = CONSUMERS.lend(
-                    {**_TUNING, **kafka.consumer(self._config.group_id)},
-                    split.topic,
-                    split.partition,
-                    self._next_offset,
-                    self._config.consumer_cache_timeout,
-                    spare,
-                )
+                self._consumer = CONSUMERS.lend(self._consumer_config())
             except KafkaException as error:
                 raise KafkaConnectionError(
                     f"{self._name} could not create a consumer for "
                     f"{kafka.bootstrap_servers}: {error}"
                 ) from None
-        return self._lent
+            self._assign(split, self._next_offset)
+        return self._consumer
+
+    def _consumer_config(self) -> dict[str, Any]:
+        return {**_TUNING, **self._config.kafka.consumer(self._config.group_id)}
+
+    def _assign(self, split: KafkaPartitionSplit, offset: int) -> None:
+        assert self._consumer is not None
+        self._consumer.assign([TopicPartition(split.topic, split.partition, offset)])
 
     def _take(
         self, split: KafkaPartitionSplit, end: int, messages: list[Message]
@@ -212,7 +199,6 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         keep = int(np.searchsorted(offsets, end))
         if first or keep < len(messages):
             done = done or keep < len(messages)
-            self._past_end = messages[keep:]  # the next range's first records
             messages, offsets = messages[first:keep], offsets[first:keep]
         if len(offsets):
             self._next_offset = int(offsets[-1]) + 1
@@ -261,8 +247,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         """Act on an event in the message stream; True if it ends the split."""
         code = error.code()
         if code == KafkaError._PARTITION_EOF:
-            self._ended_by_eof = (message.offset() or 0) >= end
-            return self._ended_by_eof
+            return (message.offset() or 0) >= end
         if code in _LOSS_CODES:
             return self._skip_lost(split, end)
         if error.fatal() or code in _FAILING_CODES:
@@ -274,9 +259,9 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         return False
 
     def _skip_lost(self, split: KafkaPartitionSplit, end: int) -> bool:
-        assert self._lent is not None
+        assert self._consumer is not None
         tp = TopicPartition(split.topic, split.partition)
-        low, _ = self._lent.consumer.get_watermark_offsets(tp, timeout=30, cached=False)
+        low, _ = self._consumer.get_watermark_offsets(tp, timeout=30, cached=False)
         lost = f"{split.split_id}: offsets [{self._next_offset}, {min(low, end)}) are gone"
         if self._config.fail_on_data_loss:
             raise KafkaDataLossError(
@@ -293,10 +278,8 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
         self._next_offset = min(low, end)
         self._last_progress = time.monotonic()
         if self._next_offset >= end:
-            CONSUMERS.discard(self._lent)  # at no offset a later range could start from
-            self._lent = None
             return True
-        self._lent.move_to(split.topic, split.partition, self._next_offset)
+        self._assign(split, self._next_offset)
         return False
 
     def _check_progress(self, split: KafkaPartitionSplit, end: int) -> None:
@@ -310,18 +293,7 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
             )
 
     def _finish(self, split: KafkaPartitionSplit, batch: list[pa.RecordBatch]) -> RecordsBySplit:
-        """End ``split``; its consumer, positioned after the range, becomes the spare."""
         self._current = None
-        lent, self._lent = self._lent, None
-        if lent is not None:
-            past_end, self._past_end = self._past_end, []
-            if self._ended_by_eof:
-                # Past a gap at the range's end, which a range from there would wait to see.
-                lent.next_offset, lent.leftover = -1, []
-            else:  # every record before the end was delivered; those after it are kept
-                lent.leftover = past_end
-                lent.next_offset = _first_offset(past_end, default=split.end)
-            self._spare = lent
         return RecordsBySplit({split.split_id: batch}, frozenset({split.split_id}))
 
 
@@ -336,13 +308,6 @@ def _offsets(messages: list[Message]) -> np.ndarray:
     if first is not None and last is not None and last - first + 1 == count:
         return np.arange(first, last + 1, dtype=np.int64)
     return np.fromiter(map(Message.offset, messages), np.int64, count)
-
-
-def _first_offset(messages: list[Message], default: int | None) -> int:
-    """The offset of the first of ``messages``, or ``default`` when there are none."""
-    offset = messages[0].offset() if messages else default
-    assert offset is not None, "records read from a partition have offsets"
-    return offset
 
 
 def _header_pairs(message: Message) -> list[tuple[str, bytes | None]] | None:

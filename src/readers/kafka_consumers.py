@@ -1,19 +1,18 @@
 """Kafka consumers kept between the tasks of one Python worker. Executor only.
 
 Spark runs task after task in the same Python worker process, micro-batch after
-micro-batch. A consumer made for a task and closed at its end costs a connection,
-metadata and a first fetch in every task of every batch; kept here, assigned to its
-partition, it goes on fetching while the worker waits, and the next task that reads
-the partition from where it stopped finds the records already there.
+micro-batch. A consumer made for a task and closed at its end costs a connection
+and metadata in every task of every batch; kept here, the next task of the same
+settings borrows it connected.
 
-A consumer is lent to one reader at a time, for one topic partition. It is kept under
-its whole configuration (group, brokers, security, every ``kafka.*`` option) and that
-partition, so that no reader gets a consumer made with other settings. It comes back
-with the offset its next message will have and the messages it fetched past the end
-of the range just read, which the next reader of that offset takes first. A consumer
-idle for its ``idle_timeout`` is closed by a timer thread (librdkafka's consumers keep
-fetching while idle, unlike Java's); past ``capacity``, the one idle longest is. A
-reader that failed closes its consumer instead of returning it.
+A consumer is lent to one reader at a time and kept under its whole configuration
+(group, brokers, security, every ``kafka.*`` option), so that no reader gets a
+consumer made with other settings. It comes back unassigned: an idle consumer
+fetches nothing, so it costs the brokers no requests and the worker no memory for
+records nobody reads (librdkafka's consumers fetch in the background while assigned,
+unlike Java's). A consumer idle for its ``idle_timeout`` is closed by a timer thread;
+past ``capacity`` idle consumers, the one idle longest is. A reader that failed closes
+its consumer instead of returning it.
 """
 
 from __future__ import annotations
@@ -22,105 +21,64 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer
 
-__all__ = ["CONSUMERS", "ConsumerPool", "LentConsumer"]
+__all__ = ["CONSUMERS", "ConsumerPool"]
 
 ConfigKey = tuple[tuple[str, str], ...]
 
 
-@dataclass(eq=False)
-class LentConsumer:
-    """A consumer assigned to one partition, with what it fetched past a range's end."""
-
+@dataclass(frozen=True)
+class _Idle:
     consumer: Consumer
     config: ConfigKey
-    topic: str
-    partition: int
-    next_offset: int
-    """The offset of the next record this consumer delivers (of ``leftover``'s first)."""
-
     idle_timeout: float
-    """Seconds this consumer may wait idle in the pool before it is closed."""
-
-    leftover: list[Message] = field(default_factory=list)
-    """Records fetched past the end of the last range read, in offset order."""
-
-    idle_since: float = 0.0
-
-    def move_to(self, topic: str, partition: int, offset: int) -> None:
-        """Assign the consumer to ``offset`` of ``topic``/``partition``."""
-        self.consumer.assign([TopicPartition(topic, partition, offset)])
-        self.topic, self.partition, self.next_offset = topic, partition, offset
-        self.leftover = []
+    since: float
 
 
 class ConsumerPool:
-    """The idle consumers of this process, by configuration and partition. Thread-safe."""
+    """The idle consumers of this process, by configuration. Thread-safe."""
 
     def __init__(self, capacity: int = 64) -> None:
         self._capacity = capacity
-        self._idle: list[LentConsumer] = []
+        self._idle: list[_Idle] = []
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._timer: threading.Thread | None = None
         self.created = 0
         """How many consumers this pool has made, for tests and the curious."""
 
-    def lend(
-        self,
-        config: Mapping[str, Any],
-        topic: str,
-        partition: int,
-        offset: int,
-        idle_timeout: float,
-        spare: LentConsumer | None = None,
-    ) -> LentConsumer:
-        """A consumer of ``config`` that delivers ``topic``/``partition`` from ``offset``.
-
-        One an earlier task left on that partition if there is one (at ``offset``
-        first), and then ``spare``, the caller's consumer it no longer needs, goes back
-        to the pool; else ``spare`` moved there; else a new one.
-        """
+    def lend(self, config: Mapping[str, Any]) -> Consumer:
+        """A consumer of ``config``: the one given back last, if any, else a new one."""
         key = _key(config)
         with self._lock:
-            where = (key, topic, partition)
-            exact = [c for c in self._idle if (c.config, c.topic, c.partition) == where]
-            chosen = next((c for c in exact if c.next_offset == offset), None)
-            chosen = chosen or (exact[0] if exact else None)
-            if chosen is not None:
-                self._idle.remove(chosen)
-        if chosen is None and spare is not None:
-            chosen = spare
-        elif chosen is None:
-            chosen = LentConsumer(Consumer(dict(config)), key, topic, partition, -1, idle_timeout)
-            with self._lock:
-                self.created += 1
-        elif spare is not None:
-            self.give_back(spare)
-        chosen.idle_timeout = idle_timeout
-        if (chosen.topic, chosen.partition, chosen.next_offset) != (topic, partition, offset):
-            chosen.move_to(topic, partition, offset)
-        return chosen
+            kept = next((c for c in reversed(self._idle) if c.config == key), None)
+            if kept is not None:
+                self._idle.remove(kept)
+                return kept.consumer
+            self.created += 1
+        return Consumer(dict(config))
 
-    def give_back(self, lent: LentConsumer) -> None:
-        """Keep ``lent`` for a later reader; close the one idle longest past capacity."""
-        lent.idle_since = time.monotonic()
+    def give_back(self, consumer: Consumer, config: Mapping[str, Any], idle_timeout: float) -> None:
+        """Keep ``consumer``, unassigned, for a later reader of ``config``; close it after
+        ``idle_timeout`` seconds without one."""
+        consumer.unassign()
         with self._lock:
-            self._idle.append(lent)
+            self._idle.append(_Idle(consumer, _key(config), idle_timeout, time.monotonic()))
             evicted = self._idle[: max(0, len(self._idle) - self._capacity)]
             del self._idle[: len(evicted)]
             self._start_timer()
             self._changed.notify()
         for stale in evicted:
-            _close(stale)
+            _close(stale.consumer)
 
-    def discard(self, lent: LentConsumer) -> None:
-        """Close ``lent``: its reader failed, so its state is not trusted."""
-        _close(lent)
+    @staticmethod
+    def discard(consumer: Consumer) -> None:
+        """Close ``consumer``: its reader failed, so its state is not trusted."""
+        _close(consumer)
 
     def idle_count(self, group_id: str | None = None) -> int:
         """How many consumers (of ``group_id``, if given) wait for a reader."""
@@ -131,10 +89,10 @@ class ConsumerPool:
         """Close the consumers idle for their ``idle_timeout`` or longer; how many."""
         now = time.monotonic()
         with self._lock:
-            stale = [c for c in self._idle if now - c.idle_since >= c.idle_timeout]
+            stale = [c for c in self._idle if now - c.since >= c.idle_timeout]
             self._idle = [c for c in self._idle if c not in stale]
-        for lent in stale:
-            _close(lent)
+        for idle in stale:
+            _close(idle.consumer)
         return len(stale)
 
     def _start_timer(self) -> None:
@@ -160,10 +118,9 @@ def _key(config: Mapping[str, Any]) -> ConfigKey:
     return tuple(sorted((name, str(value)) for name, value in config.items()))
 
 
-def _close(lent: LentConsumer) -> None:
-    lent.leftover = []
+def _close(consumer: Consumer) -> None:
     with contextlib.suppress(Exception):  # one that cannot close is dropped all the same
-        lent.consumer.close()
+        consumer.close()
 
 
 CONSUMERS = ConsumerPool()

@@ -207,8 +207,8 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         )
         .lands_in("consumer_cache_timeout")
         .listed(
-            "how long a consumer waits, idle and still fetching its partition, in its Python "
-            "worker for the next micro-batch's task before it is closed (a duration); Spark's "
+            "how long a reader's consumer waits, connected and unassigned, in its Python worker "
+            "for the next micro-batch's task before it is closed (a duration); Spark's "
             "counterpart is the `spark.kafka.consumer.cache.timeout` setting (5m)",
             shown="`1m`",
         ),
