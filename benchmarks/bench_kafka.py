@@ -127,12 +127,15 @@ class FloorReader(DataSourceReader):
         schema = pa.schema(FLOOR_FIELDS)
         try:
             while offset < end:
-                messages = [m for m in consumer.consume(20_000, 1.0) if m.error() is None]
+                wanted = min(20_000, end - offset)  # consume() waits for as many as asked
+                messages = [m for m in consumer.consume(wanted, 1.0) if m.error() is None]
                 if not messages:
                     continue
+                first = messages[0].offset()
+                messages = messages[: end - first]  # a stream's range ends before the topic
                 count = len(messages)
-                first, offset = messages[0].offset(), messages[-1].offset() + 1
-                assert offset - first == count, "the benchmark's topic has no gaps"
+                offset = first + count
+                assert messages[-1].offset() + 1 == offset, "the benchmark's topic has no gaps"
                 pairs = chain.from_iterable(map(Message.timestamp, messages))
                 stamps = np.fromiter(pairs, np.int64, 2 * count).reshape(count, 2)
                 yield pa.RecordBatch.from_arrays(
