@@ -13,8 +13,12 @@ import textwrap
 import tomllib
 from contextlib import closing
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FRESH_PROCESS = textwrap.dedent(
     """
@@ -161,3 +165,22 @@ def test_registering_packaged_sources_and_stopping_a_stream_make_spark_warn_noth
     warnings = [line for line in result.stderr.splitlines() if " WARN " in line]
     assert not [line for line in warnings if "DataSourceManager" in line], warnings
     assert not [line for line in warnings if "Failed to cancel job group" in line], warnings
+
+
+@pytest.mark.spark
+def test_a_packaged_format_another_class_replaced_is_registered_again(
+    spark: SparkSession,
+) -> None:
+    from sources.numbers import NumberSequenceSource
+    from sources.spark import register
+
+    class Replacement(NumberSequenceSource):  # takes no options: "to" is refused
+        options = ()
+
+    try:
+        register(spark, Replacement)
+        with pytest.raises(Exception, match="to"):
+            spark.read.format("splitsource.numbers").option("to", 3).load().count()
+    finally:
+        register(spark, NumberSequenceSource)
+    assert spark.read.format("splitsource.numbers").option("to", 3).load().count() == 4

@@ -149,9 +149,20 @@ def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> No
     parallelism = session_parallelism(spark)
     for source_class in source_classes:
         data_source = data_source_for(source_class, parallelism)
-        if parallelism in (None, driver_cores()) and _found_by_spark(spark, data_source):
+        name = data_source.name()
+        if (
+            parallelism in (None, driver_cores())
+            and _REGISTERED.get(name, source_class) is source_class
+            and _found_by_spark(spark, data_source)
+        ):
             continue
         spark.dataSource.register(data_source)
+        _REGISTERED[name] = source_class
+
+
+_REGISTERED: dict[str, type[Source[Any, Any]]] = {}
+"""The source class :func:`register` last registered under each format name: a packaged
+format another class replaced must be registered again to be read."""
 
 
 def _found_by_spark(spark: SparkSession, data_source: type[DataSource]) -> bool:
