@@ -97,56 +97,59 @@ def test_a_reader_that_failed_closes_its_consumer(
     assert CONSUMERS.idle_count(group) == 0
 
 
-def worker_connections(port: int) -> set[int]:
-    """The local ports of the TCP connections Spark's Python workers (on this machine)
-    hold open to ``port``."""
-    sockets: set[str] = set()
+def worker_connections(port: int) -> dict[int, set[int]]:
+    """The local ports of the TCP connections each of Spark's Python workers (on this
+    machine) holds open to ``port``, by process id."""
+    sockets: dict[str, int] = {}
     for process in Path("/proc").glob("[0-9]*"):
         try:
             if b"pyspark.worker" not in (process / "cmdline").read_bytes():
                 continue
-            sockets |= {
-                target[8:-1]
-                for fd in (process / "fd").iterdir()
-                if (target := os.readlink(fd)).startswith("socket:[")
-            }
+            for fd in (process / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    sockets[target[8:-1]] = int(process.name)
         except OSError:  # the process ended or is not ours to see
             continue
-    ports = set()
+    held: dict[int, set[int]] = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
             local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
             if state == "01" and int(remote.rsplit(":", 1)[1], 16) == port and inode in sockets:
-                ports.add(int(local.rsplit(":", 1)[1], 16))
-    return ports
+                held.setdefault(sockets[inode], set()).add(int(local.rsplit(":", 1)[1], 16))
+    return held
+
+
+def ports(held: dict[int, set[int]]) -> set[int]:
+    return set().union(*held.values())
 
 
 @pytest.mark.spark
-def test_a_stream_reads_batch_after_batch_on_the_same_connections_and_closes_them_when_stopped(
+def test_a_stream_reads_batch_after_batch_on_connections_its_workers_keep_and_closes_them(
     kafka_broker: KafkaBroker, topic: Callable[..., str], stream: Callable[..., Stream]
 ) -> None:
     name = topic(partitions=1)  # a task per batch, run by one of Spark's Python workers
     port = int(kafka_broker.bootstrap.rsplit(":", 1)[1])
-    before = worker_connections(port)
+    before = ports(worker_connections(port))
     timeout = {"kafkaConsumer.cacheTimeout": "2s"}
     query_stream = stream(subscribe=name, startingOffsets="earliest", **timeout)
     query = query_stream.start()
     expected: list[str] = []
-    opened: set[int] = set()
-    first = 0
+    first_seen: dict[int, set[int]] = {}
     for batch in range(8):
         written = numbered(f"b{batch}-", 20)
         kafka_broker.produce(name, written)
         expected = sorted(expected + written)
         assert query_stream.wait_for(expected, query) == expected
-        opened |= worker_connections(port) - before
-        first = first or len(opened)
+        for pid, held in worker_connections(port).items():
+            new = held - before
+            # A worker that reads again reads on the connections it opened first.
+            assert new <= first_seen.setdefault(pid, new), f"worker {pid} opened more"
     query.stop()
-    # A consumer per task would open a consumer's connections in each of the 8 batches;
-    # one kept in each Python worker (at most 3 under local[2]) opens them once per worker.
-    assert 0 < len(opened) <= 3 * first
+    opened = ports(first_seen)
+    assert opened, "the workers keep their connections to the broker between batches"
     deadline = time.monotonic() + 30
-    while worker_connections(port) & opened and time.monotonic() < deadline:
+    while ports(worker_connections(port)) & opened and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not worker_connections(port) & opened
+    assert not ports(worker_connections(port)) & opened
