@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, KafkaException
 
 __all__ = ["CONSUMERS", "ConsumerPool"]
 
@@ -65,7 +65,11 @@ class ConsumerPool:
     def give_back(self, consumer: Consumer, config: Mapping[str, Any], idle_timeout: float) -> None:
         """Keep ``consumer``, unassigned, for a later reader of ``config``; close it after
         ``idle_timeout`` seconds without one."""
-        consumer.unassign()
+        try:
+            consumer.unassign()
+        except KafkaException:  # a consumer that cannot let go of its partition is not kept
+            _close(consumer)
+            return
         with self._lock:
             self._idle.append(_Idle(consumer, _key(config), idle_timeout, time.monotonic()))
             evicted = self._idle[: max(0, len(self._idle) - self._capacity)]
