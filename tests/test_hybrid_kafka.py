@@ -120,6 +120,18 @@ def test_a_kafka_start_time_with_offsets_handoff_fails_at_load(tmp_path: Path) -
         )
 
 
+def test_max_event_time_drift_fails_at_load_the_hybrid_does_not_know_event_time(
+    tmp_path: Path,
+) -> None:
+    """As docs/event-time.md and docs/hybrid.md say; the watermark is Spark's alone."""
+    given = options("127.0.0.1:1", "t", _offsets_archive(tmp_path / "a"))
+    with pytest.raises(
+        InvalidOptionError,
+        match=r"'maxEventTimeDrift' of splitsource\.hybrid.*does not know the event time",
+    ):
+        data_source_for(ArchiveThenKafkaSource)({**given, "maxEventTimeDrift": "1 minute"})
+
+
 def test_an_unknown_prefix_fails_at_load_naming_it(tmp_path: Path) -> None:
     path = _offsets_archive(tmp_path / "a")
     with pytest.raises(
