@@ -39,6 +39,14 @@ class PrometheusListener(SourceMetricsListener):
     ``splitLabels`` (Kafka's ``topic`` and ``partition``, also for a hybrid's Kafka
     stage; none for sources without), ``sourceIdleTime``
     ``splitsource_source_idle_seconds``.
+
+    Examples
+    --------
+    As a context manager, which stops serving and removes the listener at its end:
+
+    >>> with serve_prometheus(spark, port=0) as listener:  # doctest: +SKIP
+    ...     print(listener.url)
+    http://127.0.0.1:38671/metrics
     """
 
     def __init__(self, url: str) -> None:

@@ -98,6 +98,21 @@ class SourceConformanceSuite:
 
     Declare what the source cannot do in ``unsupported``; override the
     ``spark_session`` fixture to use a session of your own.
+
+    Examples
+    --------
+    In a pytest module, with the ``NumbersContext`` of :class:`ConformanceContext`'s
+    example; pytest then runs a test per case, ``test_<case>``:
+
+    >>> import pytest
+    >>> class TestNumbers(SourceConformanceSuite):
+    ...     unsupported = {Case.OLDER_VERSIONS: "only version 1 exists"}
+    ...
+    ...     @pytest.fixture
+    ...     def context(self, tmp_path):
+    ...         return NumbersContext(tmp_path)
+    >>> TestNumbers.test_driver_kill.__name__ == f"test_{Case.DRIVER_KILL.value}"
+    True
     """
 
     unsupported: ClassVar[Mapping[Case, str]] = {}

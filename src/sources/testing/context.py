@@ -20,7 +20,16 @@ __all__ = ["Case", "ConformanceContext", "assert_same_rows"]
 
 
 class Case(enum.StrEnum):
-    """The cases of the suite; each is one test method, ``test_<value>``."""
+    """The cases of the suite; each is one test method, ``test_<value>``.
+
+    Examples
+    --------
+    A suite declares the cases its source cannot support by these names:
+
+    >>> Case.OLDER_VERSIONS.value
+    'older_versions'
+    >>> unsupported = {Case.OLDER_VERSIONS: "only version 1 exists"}
+    """
 
     SINGLE_SPLIT = "single_split"
     """A bounded ``spark.read`` (and ``read_all``) of one split gives the expected rows."""
@@ -59,6 +68,36 @@ class ConformanceContext(ABC):
     One context serves one test; ``create_input`` may be called more than once
     in it (each call makes a new input). ``directory`` is the test's own
     temporary directory, for files, databases or state the context needs.
+
+    Examples
+    --------
+    The context of ``splitsource.numbers``, and the check of its single-split case
+    without Spark (the suite also reads it with Spark):
+
+    >>> from pathlib import Path
+    >>> from hypothesis import strategies as st
+    >>> from sources.numbers import NumberSequenceSource, NumberSequenceSplit
+    >>> from sources.testing import read_all
+    >>> class NumbersContext(ConformanceContext):
+    ...     source_class = NumberSequenceSource
+    ...     stream_options = {"maxRecordsPerTrigger": 500}
+    ...
+    ...     def create_input(self, splits):
+    ...         self.count = 1_000 * splits
+    ...         return {"to": self.count - 1, "splits": splits}
+    ...
+    ...     def expected_rows(self):
+    ...         return [(n,) for n in range(self.count)]
+    ...
+    ...     def splits(self):
+    ...         longs = st.integers(-(2**63), 2**63 - 1)
+    ...         return st.builds(NumberSequenceSplit, st.integers(0, 9), longs, longs)
+    ...
+    ...     def states(self):
+    ...         return st.lists(self.splits())
+    >>> context = NumbersContext(Path("."))
+    >>> rows = read_all(context.source_class, context.create_input(1)).to_pylist()
+    >>> context.check_rows([context.row(row) for row in rows])
     """
 
     source_class: ClassVar[type[Source[Any, Any]]]
@@ -80,6 +119,7 @@ class ConformanceContext(ABC):
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        """The test's own temporary directory (pytest's ``tmp_path``)."""
 
     @abstractmethod
     def create_input(self, splits: int) -> Mapping[str, Any]:
@@ -140,7 +180,21 @@ class ConformanceContext(ABC):
 
 
 def assert_same_rows(rows: Iterable[Hashable], expected: Iterable[Hashable]) -> None:
-    """Assert that ``rows`` and ``expected`` hold the same rows, each as often."""
+    """Assert that ``rows`` and ``expected`` hold the same rows, each as often.
+
+    Raises
+    ------
+    AssertionError
+        Saying how many rows were lost and how many were extra or repeated, with a few
+        of each.
+
+    Examples
+    --------
+    >>> assert_same_rows([(2,), (1,)], [(1,), (2,)])
+    >>> assert_same_rows([(1,), (1,)], [(1,), (2,)])
+    Traceback (most recent call last):
+    AssertionError: 2 rows read, 2 expected; 1 lost (e.g. [(2,)]), 1 extra or repeated (e.g. [(1,)])
+    """
     found, wanted = Counter(rows), Counter(expected)
     if found == wanted:
         return

@@ -55,11 +55,35 @@ def _session(request: pytest.FixtureRequest, master: str) -> Iterator[SparkSessi
 
 @pytest.fixture(scope="session")
 def splitsource_spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
-    """A local[2] Spark session for the whole run, loopback only."""
+    """A local[2] Spark session for the whole run, loopback only.
+
+    Its Python workers run this interpreter and import the test directory's modules
+    (the pytest root is put on their ``PYTHONPATH``).
+
+    Examples
+    --------
+    A test that asks for it by name:
+
+    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.spark import register
+    >>> def test_numbers_read_ten_rows(splitsource_spark):
+    ...     register(splitsource_spark, NumberSequenceSource)
+    ...     df = splitsource_spark.read.format("splitsource.numbers").option("to", 9).load()
+    ...     assert df.count() == 10
+    """
     yield from _session(request, "local[2]")
 
 
 @pytest.fixture(scope="session")
 def splitsource_cluster_spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
-    """A Spark session on local-cluster[2,1,1024]: two executor processes."""
+    """A Spark session on local-cluster[2,1,1024]: two executor processes.
+
+    For tests that must see a split read in another process than the driver's (state
+    pickled into partitions, a worker killed), at the cost of a slower start.
+
+    Examples
+    --------
+    >>> def test_executors_are_other_processes(splitsource_cluster_spark):
+    ...     assert splitsource_cluster_spark.sparkContext.master.startswith("local-cluster")
+    """
     yield from _session(request, "local-cluster[2,1,1024]")
