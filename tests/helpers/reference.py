@@ -1,63 +1,66 @@
-"""docs/reference.md, generated from the docstrings of every exported name.
+"""The API reference's content, as mkdocstrings reads it: the exported names and the
+members their entries show, with the docstrings of each.
 
-The docstrings in ``src`` are the single source: this module walks the ``__all__`` of
-the author-facing packages and renders one entry per name (its signature and
-docstring, then those of the class members an author overrides or calls) as text
-blocks. ``tests/test_reference.py`` compares the page with :func:`render` and runs
-the examples of :func:`entries`. Regenerate the page with::
-
-    PYTHONPATH=src:tests python -m helpers.reference
+The site's reference pages (``docs/api/*.md``, built with the rest by ``mkdocs build``)
+are rendered at build time by mkdocstrings, which reads the sources with griffe, without
+importing them. This module loads the same packages the same way, so that the tests
+check the docstrings the site shows: :func:`entries` yields one :class:`Entry` per name
+that a documented package exports (its ``__all__``), with the members its entry lists.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
-import re
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
-PACKAGES = ("sources", "enumerators", "readers", "sources.testing", "sources.spark")
-PAGE = Path(__file__).parent.parent.parent / "docs" / "reference.md"
-REGENERATE = "PYTHONPATH=src:tests python -m helpers.reference"
+import griffe
 
-_HEADER = f"""\
-# API reference
+SRC = Path(__file__).parent.parent.parent / "src"
 
-Every name that the author-facing packages export (their `__all__`), with its
-signature and docstring: what it is for, its parameters, what it returns and
-raises, and an example. The [connector guide](connector-guide.md) shows how the
-pieces fit together; [options.md](options.md) lists the read options. The
-examples assume the names of their package imported (`from sources import *`
-for an entry under `sources`) and run as doctests.
-
-This page is generated from the docstrings (`{REGENERATE}` in the repository root);
-`tests/test_reference.py` fails when it differs from them, when an exported name
-has no entry or no summary, and when an example does not run.
-"""
+PACKAGES = (
+    "sources",
+    "enumerators",
+    "readers",
+    "sources.spark",
+    "sources.spark.prometheus",
+    "sources.testing",
+    "sources.testing.conformance",
+    "sources.testing.plugin",
+)
+"""The modules whose exported names the reference documents: the author-facing packages,
+the Prometheus endpoint (it needs the ``prometheus`` extra, so it is a module of its own)
+and the test kit (the conformance suite needs pytest and hypothesis, likewise)."""
 
 
 @dataclass(frozen=True)
 class Doc:
-    """One documented thing: a heading, its signature and its docstring."""
+    """One documented object: its path as exported and its docstring."""
 
-    title: str
-    signature: str
-    docstring: str
+    path: str
+    obj: griffe.Object
+
+    @property
+    def docstring(self) -> str:
+        return self.obj.docstring.value if self.obj.docstring else ""
 
     @property
     def summary(self) -> str:
         return self.docstring.split("\n", 1)[0].strip()
 
+    @property
+    def location(self) -> tuple[str, int]:
+        """The file and the line (0-based) where the docstring starts."""
+        line = self.obj.docstring.lineno if self.obj.docstring else self.obj.lineno
+        return str(self.obj.filepath), (line or 1) - 1
+
 
 @dataclass(frozen=True)
 class Entry:
-    """The entry of one exported name: its own doc and those of its class members."""
+    """The entry of one exported name: its own doc, then those of the members it lists."""
 
     package: str
     name: str
@@ -68,194 +71,63 @@ class Entry:
     def qualified(self) -> str:
         return f"{self.package}.{self.name}"
 
+    @property
+    def anchors(self) -> tuple[str, str]:
+        """The ids its heading may have on the site: the path it is exported as, or the
+        path of the module that defines it when a page documents that module."""
+        return self.qualified, self.doc.obj.path
+
     def docs(self) -> tuple[Doc, ...]:
         return (self.doc, *self.members)
 
 
 def exported(package: str) -> list[str]:
-    """The ``__all__`` of ``package``, sorted as the page lists them."""
-    return sorted(importlib.import_module(package).__all__, key=str.lower)
+    """The ``__all__`` of ``package``, as ``from package import *`` reads it, less pytest's
+    hooks (the kit's plugin exports ``pytest_configure`` for pytest, not for authors)."""
+    names = importlib.import_module(package).__all__
+    return sorted((name for name in names if not name.startswith("pytest_")), key=str.lower)
+
+
+@cache
+def modules() -> griffe.ModulesCollection:
+    """The documented packages as griffe loads them for mkdocstrings (mkdocs.yml)."""
+    loader = griffe.GriffeLoader(search_paths=[str(SRC)], docstring_parser=griffe.Parser.numpy)
+    for root in dict.fromkeys(package.split(".")[0] for package in PACKAGES):
+        loader.load(root)
+    loader.resolve_aliases(implicit=False, external=None)
+    return loader.modules_collection
 
 
 def entries() -> Iterator[Entry]:
-    """One entry per exported name of :data:`PACKAGES`, in page order."""
+    """One entry per exported name of :data:`PACKAGES`."""
     for package in PACKAGES:
-        module = importlib.import_module(package)
         for name in exported(package):
-            yield entry(module, name)
+            obj = modules()[f"{package}.{name}"]
+            target = obj.final_target if isinstance(obj, griffe.Alias) else obj
+            doc = Doc(f"{package}.{name}", target)
+            members = tuple(listed_members(package, name, target))
+            yield Entry(package, name, doc, members)
 
 
-def entry(module: ModuleType, name: str) -> Entry:
-    """The entry of ``module.name``: a class, a function or a constant."""
-    obj = getattr(module, name)
-    title = f"{module.__name__}.{name}"
-    if inspect.isclass(obj):
-        return Entry(module.__name__, name, class_doc(title, obj), tuple(member_docs(obj)))
-    if callable(obj):
-        return Entry(module.__name__, name, Doc(title, name + signature(obj), doc_of(obj)), ())
-    definition = defining_module(module, name)
-    docstring = attribute_docstrings(ast.parse(inspect.getsource(definition))).get(name, "")
-    return Entry(module.__name__, name, Doc(title, f"{name} = {obj!r}", docstring), ())
+def listed_members(package: str, name: str, obj: griffe.Object) -> Iterator[Doc]:
+    """The public members of a class, as its entry lists them: those with a docstring
+    (``show_if_no_docstring: false``), and those of its own body without one.
 
-
-def class_doc(title: str, cls: type) -> Doc:
-    """``class Name(bases)``, the constructor's signature if the project defines one, the
-    class docstring."""
-    bases = [b for b in getattr(cls, "__orig_bases__", cls.__bases__) if b is not object]
-    shown = f"({', '.join(plain(base) for base in bases)})" if bases else ""
-    lines = [f"class {cls.__name__}{shown}"]
-    init = next((c.__dict__["__init__"] for c in cls.__mro__ if "__init__" in c.__dict__), None)
-    if init is not None and is_ours(init):
-        parameters = list(inspect.signature(init).parameters.values())[1:]
-        lines.append(cls.__name__ + str(plain_signature(inspect.Signature(parameters))))
-    return Doc(title, "\n".join(lines), doc_of(cls))
-
-
-def member_docs(cls: type) -> Iterator[Doc]:
-    """The public members defined in ``cls``'s own body, in source order.
-
-    A method without a docstring that overrides an inherited one is left out: the
-    base class documents its contract.
+    A member of the class body without a docstring is right only when it overrides an
+    inherited member, whose base documents the contract; other such members are yielded
+    with their empty docstring for the tests to catch. An attribute that ``__init__``
+    sets is listed only when documented.
     """
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
-    assert isinstance(tree, ast.ClassDef)
-    attributes = attribute_docstrings(tree)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
-            member = cls.__dict__[node.name]
-            inherited = any(hasattr(base, node.name) for base in cls.__mro__[1:])
-            if inherited and not doc_of(member):
+    if not obj.is_class:
+        return
+    runtime = getattr(importlib.import_module(package), name)
+    init = obj.members.get("__init__")
+    for member_name, member in obj.members.items():
+        if member_name.startswith("_") or member.is_alias:
+            continue
+        if member.docstring is None:
+            inherited = any(hasattr(base, member_name) for base in inspect.getmro(runtime)[1:])
+            set_in_init = init is not None and init.lineno <= member.lineno <= init.endlineno
+            if inherited or set_in_init:
                 continue
-            title = f"{cls.__name__}.{node.name}"
-            yield Doc(title, method_signature(cls, node.name, member), doc_of(member))
-        elif (name := assigned_name(node)) and not name.startswith("_"):
-            title = f"{cls.__name__}.{name}"
-            yield Doc(title, ast.unparse(node), attributes.get(name, ""))
-
-
-def method_signature(cls: type, name: str, member: Any) -> str:
-    """``[abstract] def|classmethod|property name(...)`` as an author overrides or calls it."""
-    if isinstance(member, property):
-        returned = inspect.signature(member.fget).return_annotation  # type: ignore[arg-type]
-        kind, shown = "property", f"{name} -> {plain(returned)}"
-    elif isinstance(member, classmethod):
-        kind, shown = "classmethod", name + signature(getattr(cls, name))
-    elif isinstance(member, staticmethod):
-        kind, shown = "staticmethod", name + signature(getattr(cls, name))
-    else:
-        kind, shown = "def", name + signature(member)
-    function = member.fget if isinstance(member, property) else getattr(cls, name)
-    abstract = "abstract " if getattr(function, "__isabstractmethod__", False) else ""
-    return f"{abstract}{kind} {shown}"
-
-
-def assigned_name(node: ast.stmt) -> str | None:
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return node.target.id
-    if (
-        isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name)
-    ):
-        return node.targets[0].id
-    return None
-
-
-def attribute_docstrings(tree: ast.Module | ast.ClassDef) -> dict[str, str]:
-    """The docstrings written under assignments in ``tree``'s body, by assigned name."""
-    found = {}
-    for node, following in zip(tree.body, tree.body[1:], strict=False):
-        name = assigned_name(node)
-        if (
-            name
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            found[name] = inspect.cleandoc(following.value.value)
-    return found
-
-
-def defining_module(package: ModuleType, name: str) -> ModuleType:
-    """The module that ``package/__init__.py`` imports ``name`` from."""
-    for node in ast.parse(inspect.getsource(package)).body:
-        if isinstance(node, ast.ImportFrom) and any(a.name == name for a in node.names):
-            return importlib.import_module(node.module or "")
-    return package
-
-
-def doc_of(obj: Any) -> str:
-    """``obj``'s own docstring (not one inherited from a base), cleaned."""
-    own = obj.__dict__.get("__doc__") if inspect.isclass(obj) else getattr(obj, "__doc__", None)
-    return inspect.cleandoc(own) if own else ""
-
-
-def is_ours(function: Any) -> bool:
-    """True for a function of the project (a dataclass's ``__init__`` too), not of Python's."""
-    module = getattr(function, "__module__", None) or ""
-    return module.split(".")[0] in {"sources", "enumerators", "readers"}
-
-
-class _Plain:
-    """An annotation shown as written: a string annotation without its quotes."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def plain(annotation: Any) -> str:
-    """``annotation`` as its source spells it, without module paths or ``~``."""
-    if annotation is inspect.Signature.empty:
-        return "None"
-    if isinstance(annotation, str):
-        return annotation
-    if inspect.isclass(annotation) and not getattr(annotation, "__args__", None):
-        return annotation.__name__
-    return re.sub(r"\b(?:[a-z_][\w]*\.)+(?=[A-Za-z_])", "", str(annotation)).replace("~", "")
-
-
-def plain_signature(sig: inspect.Signature) -> inspect.Signature:
-    parameters = [
-        p.replace(annotation=_Plain(plain(p.annotation)))
-        if p.annotation is not inspect.Parameter.empty
-        else p
-        for p in sig.parameters.values()
-    ]
-    returned = (
-        sig.return_annotation
-        if sig.return_annotation is inspect.Signature.empty
-        else _Plain(plain(sig.return_annotation))
-    )
-    return sig.replace(parameters=parameters, return_annotation=returned)
-
-
-def signature(function: Any) -> str:
-    return str(plain_signature(inspect.signature(function)))
-
-
-def text_block(doc: Doc) -> str:
-    body = doc.signature + ("\n\n" + doc.docstring if doc.docstring else "")
-    return f"```text\n{body}\n```\n"
-
-
-def render() -> str:
-    """The whole page, as the docstrings make it now."""
-    parts = [_HEADER]
-    package = None
-    for item in entries():
-        if item.package != package:
-            package = item.package
-            summary = doc_of(importlib.import_module(package)).split("\n", 1)[0]
-            parts.append(f"\n## `{package}`\n\n{summary}\n")
-        parts.append(f"\n### `{item.qualified}`\n\n{text_block(item.doc)}")
-        for member in item.members:
-            parts.append(f"\n#### `{member.title}`\n\n{text_block(member)}")
-    return "".join(parts)
-
-
-if __name__ == "__main__":
-    PAGE.write_text(render())
-    print(f"wrote {PAGE}")
+        yield Doc(f"{package}.{name}.{member_name}", member)
