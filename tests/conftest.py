@@ -1,5 +1,6 @@
-"""Shared fixtures: a real local Spark session (loopback only, this interpreter for workers)
-and a real Kafka broker with topics, started only for the tests that ask for them."""
+"""Shared fixtures: a real local Spark session (loopback only, this interpreter for workers),
+a real Kafka broker with topics and a real PostgreSQL server, started only for the tests
+that ask for them."""
 
 from __future__ import annotations
 
@@ -33,9 +34,11 @@ if TYPE_CHECKING:
     from helpers.jobs import Job
     from helpers.kafka_broker import KafkaBroker
     from helpers.kafka_queries import Stream
+    from helpers.postgres import PostgresServer
     from helpers.s3_server import S3Server
 
 _TOPIC_NUMBERS = itertools.count()
+_DATABASE_NUMBERS = itertools.count()
 
 # What a test's fixtures start, as the marker that selects it (``./dev quick`` runs none).
 _MARKERS_OF_FIXTURES = {
@@ -46,6 +49,8 @@ _MARKERS_OF_FIXTURES = {
     "splitsource_cluster_spark": "cluster",
     "jobs": "spark",
     "kafka_broker": "kafka",
+    "postgres": "postgres",
+    "postgres_database": "postgres",
     "s3": "s3",
 }
 
@@ -165,6 +170,39 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
     broker.start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server on 127.0.0.1 for the whole run (``wal_level=logical``), started
+    when a test first asks for it; stopped (``pg_ctl stop -m fast``) and removed at the end.
+
+    A test that stops or kills it must start it again (``start()``) before it ends.
+    """
+    from helpers.postgres import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def postgres_database(postgres: PostgresServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database owned by the test user, for one test; dropped at the end with the
+    replication slots made in it."""
+    name = f"t{next(_DATABASE_NUMBERS)}_" + re.sub(r"[^a-z0-9_]+", "_", request.node.name.lower())
+    name = postgres.create_database(name[:63])
+    yield name
+    with postgres.admin() as admin:
+        admin.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE database = %s",
+            (name,),
+        )
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
