@@ -1,0 +1,140 @@
+"""The snapshot reader of a Postgres table: chunk splits into Arrow, on executors.
+
+One reader serves one Spark task, on its fetcher thread. It opens one ADBC
+connection at the first fetch (libpq's binary COPY decoded into Arrow in C: no
+Python object per row) and closes it in ``close()``. Each chunk is read in one
+``REPEATABLE READ READ ONLY`` transaction, its rows streamed batch by batch (one
+batch of the driver's, about 16 MB, per fetch); the transaction's snapshot is
+the chunk's (design decision 61). Values arrive in the Arrow types of
+:mod:`sources.postgres_catalog`'s mapping: extension types (numeric as text,
+json) are unwrapped to their storage and cast to the declared schema.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from readers.arrow import conform
+from readers.base import RecordsBySplit, SplitReader, SplitsAddition
+from sources.splits.postgres import TableChunkSplit
+
+__all__ = ["ChunkQuery", "TableChunkReader"]
+
+_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+
+@dataclass(frozen=True)
+class ChunkQuery:
+    """How to read a table's chunks: the table and its chunk key as quoted SQL names, and
+    the SQL expression that reads each column, by column name."""
+
+    table_sql: str
+    key_sql: str
+    selects: Mapping[str, str]
+
+    def sql(self, split: TableChunkSplit, columns: list[str]) -> str:
+        """The query of ``split``'s rows, with ``columns`` in that order."""
+        listed = ", ".join(f"{self.selects[name]} AS {_quote(name)}" for name in columns) or "NULL"
+        return f"SELECT {listed} FROM {self.table_sql} WHERE {self.predicate(split)}"
+
+    def predicate(self, split: TableChunkSplit) -> str:
+        """The rows of ``split``: ``low <= key < high``; the first chunk has the NULL keys."""
+        key = self.key_sql
+        if split.low is None and split.high is None:
+            return "TRUE"
+        if split.low is None:
+            return f"({key} < {int(split.high or 0)} OR {key} IS NULL)"
+        if split.high is None:
+            return f"{key} >= {int(split.low)}"
+        return f"{key} >= {int(split.low)} AND {key} < {int(split.high)}"
+
+
+class TableChunkReader(SplitReader[TableChunkSplit]):
+    """Reads its chunks one after the other, a batch of rows per fetch.
+
+    A fetch blocks for one batch of the server's at most, so a ``wakeup`` is
+    honoured after it: there is nothing else to interrupt.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        queries: Mapping[str, ChunkQuery],
+        schema: pa.Schema,
+    ) -> None:
+        self._connect = connect
+        self._queries = queries
+        self._schema = schema
+        self._splits: deque[TableChunkSplit] = deque()
+        self._connection: Any = None
+        self._cursor: Any = None
+        self._rows: pa.RecordBatchReader | None = None
+        self.snapshots: dict[str, str] = {}
+        """The snapshot (``pg_current_snapshot()``, as text) each chunk was read at."""
+
+    def handle_splits_changes(self, change: SplitsAddition[TableChunkSplit]) -> None:
+        self._splits.extend(change.splits)
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        if not self._splits:
+            return RecordsBySplit()
+        split = self._splits[0]
+        if self._rows is None:
+            self._rows = self._open(split)
+        try:
+            batch = self._rows.read_next_batch()
+        except StopIteration:
+            self._rows = None
+            self._cursor.execute("COMMIT")
+            self._splits.popleft()
+            return RecordsBySplit({split.split_id: []}, frozenset({split.split_id}))
+        origin = f"chunk {split.split_id}"
+        rows = conform(_unwrapped(batch), self._schema, origin)
+        return RecordsBySplit({split.split_id: [rows] if rows.num_rows else []})
+
+    def wakeup(self) -> None:
+        """Nothing to wake: a fetch waits for one batch of the server's."""
+
+    def close(self) -> None:
+        self._rows = None
+        cursor, self._cursor = self._cursor, None
+        connection, self._connection = self._connection, None
+        try:
+            if cursor is not None:
+                cursor.close()
+        finally:
+            if connection is not None:
+                connection.close()  # ends an open transaction: the server rolls it back
+
+    def _open(self, split: TableChunkSplit) -> pa.RecordBatchReader:
+        if self._connection is None:
+            self._connection = self._connect()
+            self._cursor = self._connection.cursor()
+        query = self._queries[split.table]
+        self._cursor.execute(_BEGIN)
+        self._cursor.execute("SELECT pg_current_snapshot()::text")
+        (snapshot,) = self._cursor.fetchone()
+        self.snapshots[split.split_id] = snapshot
+        self._cursor.execute(query.sql(split, self._schema.names))
+        rows: pa.RecordBatchReader = self._cursor.fetch_record_batch()
+        return rows
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _unwrapped(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with each extension-typed column (numeric as text, json, uuid) as its storage."""
+    if not any(isinstance(field.type, pa.BaseExtensionType) for field in batch.schema):
+        return batch
+    columns = [
+        column.storage if isinstance(column.type, pa.BaseExtensionType) else column
+        for column in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)

@@ -1,0 +1,193 @@
+"""A Postgres table as the source reads it: its columns as Spark types, and its key.
+
+Driver only (psycopg 3): :func:`describe_table` asks the catalog once, when the
+source is built from its options; the result is plain data, pickled with the
+source to the executors, which read each column with the SQL expression it
+names (a cast to text where Arrow has no type Spark reads, so that no value
+is converted row by row in Python).
+
+How Postgres types become Spark types (:func:`column_of`), as Spark's JDBC
+source maps them where it has a mapping:
+
+==========================================  ====================================
+Postgres                                    Spark
+==========================================  ====================================
+``smallint``, ``integer``, ``bigint``       ``smallint``, ``int``, ``bigint``
+``real``, ``double precision``              ``float``, ``double``
+``boolean``                                 ``boolean``
+``numeric(p, s)``, ``p <= 38``, ``s >= 0``  ``decimal(p, s)``
+``numeric`` without precision               ``decimal(38, 18)``, rounded by the server
+``text``, ``varchar``, ``char``, ``name``   ``string``
+``bytea``                                   ``binary``
+``date``                                    ``date``
+``timestamp with time zone``                ``timestamp``
+``timestamp`` (without time zone)           ``timestamp_ntz``: the wall-clock time as stored
+arrays of the types above but numeric       ``array<...>``
+anything else (``uuid``, ``json``,          ``string``, the value's text as Postgres writes it
+``jsonb``, enums, ``time``, ``interval``,
+``inet``, other arrays, ``numeric`` wider
+than 38 digits, ...)
+==========================================  ====================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Column", "TableDescription", "column_of", "describe_table", "quote_identifier"]
+
+_SCALARS = {
+    "int2": "smallint",
+    "int4": "int",
+    "int8": "bigint",
+    "float4": "float",
+    "float8": "double",
+    "bool": "boolean",
+    "text": "string",
+    "varchar": "string",
+    "bpchar": "string",
+    "name": "string",
+    "bytea": "binary",
+    "date": "date",
+    "timestamptz": "timestamp",
+    "timestamp": "timestamp_ntz",
+}
+_ARRAY_ELEMENTS = {
+    key: value for key, value in _SCALARS.items() if key not in {"bytea", "timestamp"}
+}
+_MAX_PRECISION = 38
+_VARHDRSZ = 4
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a quoted SQL identifier: ``"a""b"`` for ``a"b``."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its name, its Spark type (DDL), whether it is ``NOT NULL``, and the SQL
+    expression that reads it in that type."""
+
+    name: str
+    spark_type: str
+    not_null: bool
+    select: str
+
+    @property
+    def ddl(self) -> str:
+        """The column as a field of a Spark DDL schema."""
+        quoted = "`" + self.name.replace("`", "``") + "`"
+        return f"{quoted} {self.spark_type}" + (" NOT NULL" if self.not_null else "")
+
+
+@dataclass(frozen=True)
+class TableDescription:
+    """A table as the catalog describes it: ``schema.name``, its columns in order, and the
+    columns of its primary key in key order (empty when it has none)."""
+
+    schema: str
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...]
+
+    @property
+    def qualified(self) -> str:
+        """``schema.name`` as shown to users and used in split ids."""
+        return f"{self.schema}.{self.name}"
+
+    @property
+    def sql(self) -> str:
+        """The table as it is named in SQL: both parts quoted."""
+        return f"{quote_identifier(self.schema)}.{quote_identifier(self.name)}"
+
+    def column(self, name: str) -> Column | None:
+        """The column called ``name``, matched exactly, else ignoring case."""
+        exact = [column for column in self.columns if column.name == name]
+        loose = [column for column in self.columns if column.name.lower() == name.lower()]
+        found = exact or loose
+        return found[0] if len(found) == 1 else None
+
+
+def column_of(
+    name: str, type_name: str, type_modifier: int, element: str | None, not_null: bool
+) -> Column:
+    """The :class:`Column` of a Postgres column of type ``type_name`` (``pg_type.typname``,
+    the base type for a domain) with modifier ``type_modifier`` (``atttypmod``);
+    ``element`` is the element type's name for an array, else ``None``.
+
+    Examples
+    --------
+    >>> column_of("price", "numeric", (10 << 16 | 2) + 4, None, True).ddl
+    '`price` decimal(10, 2) NOT NULL'
+    >>> column_of("id", "uuid", -1, None, False).select
+    '"id"::text'
+    """
+    quoted = quote_identifier(name)
+    if element is not None:
+        spark = _ARRAY_ELEMENTS.get(element)
+        if spark is not None:
+            return Column(name, f"array<{spark}>", not_null, quoted)
+        return Column(name, "string", not_null, f"{quoted}::text")
+    if type_name == "numeric":
+        return _numeric(name, quoted, type_modifier, not_null)
+    spark = _SCALARS.get(type_name)
+    if spark is not None:
+        return Column(name, spark, not_null, quoted)
+    return Column(name, "string", not_null, f"{quoted}::text")
+
+
+def _numeric(name: str, quoted: str, type_modifier: int, not_null: bool) -> Column:
+    if type_modifier < _VARHDRSZ:  # no precision: Spark's JDBC source reads decimal(38, 18)
+        return Column(name, "decimal(38, 18)", not_null, f"{quoted}::numeric(38, 18)")
+    precision = ((type_modifier - _VARHDRSZ) >> 16) & 0xFFFF
+    scale = (((type_modifier - _VARHDRSZ) & 0x7FF) ^ 1024) - 1024  # 11 bits, signed
+    if precision > _MAX_PRECISION or scale < 0 or scale > precision:
+        return Column(name, "string", not_null, f"{quoted}::text")
+    return Column(name, f"decimal({precision}, {scale})", not_null, quoted)
+
+
+_TABLE = """
+SELECT c.oid, n.nspname, c.relname
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass(%s)
+"""
+
+_COLUMNS = """
+SELECT a.attname, base.typname, a.atttypmod, element.typname, a.attnotnull
+FROM pg_attribute a
+JOIN pg_type t ON t.oid = a.atttypid
+JOIN pg_type base ON base.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+LEFT JOIN pg_type element ON element.oid = base.typelem AND base.typcategory = 'A'
+WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum
+"""
+
+_PRIMARY_KEY = """
+SELECT a.attname
+FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+WHERE i.indrelid = %s AND i.indisprimary
+ORDER BY array_position(i.indkey, a.attnum)
+"""
+
+
+def describe_table(connection: Any, table: str) -> TableDescription | None:
+    """The table (or view) ``table`` names, resolved as SQL resolves it (``schema.name``,
+    quoted identifiers, the ``search_path``); ``None`` when there is none.
+
+    ``connection`` is a psycopg 3 connection.
+    """
+    found = connection.execute(_TABLE, (table,)).fetchone()
+    if found is None:
+        return None
+    oid, schema, name = found
+    rows: Sequence[tuple[Any, ...]] = connection.execute(_COLUMNS, (oid,)).fetchall()
+    columns = tuple(
+        column_of(column, type_name, modifier, element, not_null)
+        for column, type_name, modifier, element, not_null in rows
+    )
+    key = tuple(row[0] for row in connection.execute(_PRIMARY_KEY, (oid,)).fetchall())
+    return TableDescription(schema, name, columns, key)
