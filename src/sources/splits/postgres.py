@@ -16,7 +16,14 @@ from sources.errors import CorruptDataError
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import SourceSplit
 
-__all__ = ["TableChunkSplit", "TableChunkSplitSerializer", "pack_chunk", "unpack_chunk"]
+__all__ = [
+    "TableChunkSplit",
+    "TableChunkSplitSerializer",
+    "TransactionSnapshot",
+    "pack_chunk",
+    "unpack_chunk",
+    "widen_xid",
+]
 
 _HEADER_V1 = ">H"
 _BODY_V1 = ">IBqq"
@@ -90,3 +97,56 @@ class TableChunkSplitSerializer(SimpleVersionedSerializer[TableChunkSplit]):
         if end != len(data):
             raise CorruptDataError(f"a table chunk split holds {len(data) - end} bytes too many")
         return split
+
+
+@dataclass(frozen=True)
+class TransactionSnapshot:
+    """A Postgres MVCC snapshot (``pg_current_snapshot()``): which transactions it sees.
+
+    ``xmin`` is the oldest transaction still running when it was taken, ``xmax`` the
+    first not yet started, ``running`` those in between still running; all 64-bit
+    transaction ids (``xid8``). A chunk read at this snapshot reflects exactly the
+    transactions it :meth:`sees` (design decision 61).
+
+    Examples
+    --------
+    >>> snapshot = TransactionSnapshot.parse("728:735:730,733")
+    >>> [snapshot.sees(xid) for xid in (727, 729, 730, 735)]
+    [True, True, False, False]
+    """
+
+    xmin: int
+    xmax: int
+    running: tuple[int, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> TransactionSnapshot:
+        """The snapshot Postgres writes as ``xmin:xmax:xip,xip,...``."""
+        xmin, xmax, running = text.split(":")
+        return cls(int(xmin), int(xmax), tuple(int(x) for x in running.split(",") if x))
+
+    def sees(self, xid: int) -> bool:
+        """Whether the committed transaction ``xid`` (64-bit) is visible in this snapshot."""
+        if xid < self.xmin:
+            return True
+        if xid >= self.xmax:
+            return False
+        return xid not in self.running
+
+
+def widen_xid(xid: int, near: int) -> int:
+    """The 64-bit transaction id whose low 32 bits are ``xid`` and which lies within 2**31
+    of the 64-bit id ``near``: the log gives 32-bit ids, snapshots 64-bit ones.
+
+    Examples
+    --------
+    >>> epoch = 3 << 32
+    >>> widen_xid(5, epoch + 10) == epoch + 5, widen_xid(0xFFFFFFF0, epoch + 10) < epoch
+    (True, True)
+    """
+    candidate = (near & ~0xFFFFFFFF) | (xid & 0xFFFFFFFF)
+    if candidate - near > 1 << 31:
+        return candidate - (1 << 32)
+    if near - candidate > 1 << 31:
+        return candidate + (1 << 32)
+    return candidate

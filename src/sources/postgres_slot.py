@@ -1,0 +1,92 @@
+"""A Postgres replication slot read through the SQL interface (design decision 60).
+
+Plain functions over a psycopg 3 connection, for the enumerator (create, advance:
+driver) and the log reader (peek: executor). LSNs are Python integers here, as
+splitsource positions are, and ``pg_lsn`` text (``16/B374D848``) on the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sources.splits.postgres import TransactionSnapshot
+
+__all__ = [
+    "ConsistentPoint",
+    "advance_slot",
+    "create_slot",
+    "lsn_number",
+    "lsn_text",
+    "peek_changes",
+]
+
+_PEEK = (
+    "SELECT lsn::text, xid::text::bigint, data "
+    "FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
+    "'proto_version', '1', 'publication_names', %s)"
+)
+
+
+def lsn_text(lsn: int) -> str:
+    """``lsn`` as Postgres writes it.
+
+    >>> lsn_text(0x16_B374D848)
+    '16/B374D848'
+    """
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def lsn_number(text: str) -> int:
+    """The ``pg_lsn`` ``text`` as a number.
+
+    >>> lsn_number("16/B374D848") == 0x16_B374D848
+    True
+    """
+    high, low = text.split("/")
+    return int(high, 16) << 32 | int(low, 16)
+
+
+@dataclass(frozen=True)
+class ConsistentPoint:
+    """Where a new slot starts: every transaction that commits at or after ``lsn`` is in
+    the slot's log, and every transaction that took its id at or after ``next_xid``
+    committed after ``lsn`` (design decision 61, step 1)."""
+
+    lsn: int
+    next_xid: int
+
+    def admits(self, snapshot: TransactionSnapshot) -> bool:
+        """Whether a chunk read at ``snapshot`` can be reconciled with the slot's log:
+        every transaction it does not see took its id at or after ``next_xid``."""
+        return snapshot.xmin >= self.next_xid
+
+
+def create_slot(connection: Any, slot: str) -> ConsistentPoint:
+    """Create the logical replication slot ``slot`` with ``pgoutput``; return once it is
+    consistent. ``connection`` is an autocommit psycopg 3 connection of a role with
+    ``REPLICATION``."""
+    (lsn,) = connection.execute(
+        "SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,)
+    ).fetchone()
+    (next_xid,) = connection.execute(
+        "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+    ).fetchone()
+    return ConsistentPoint(lsn_number(lsn), next_xid)
+
+
+def peek_changes(
+    connection: Any, slot: str, publication: str, upto: int
+) -> list[tuple[int, int, bytes]]:
+    """The ``pgoutput`` messages of ``slot`` from its confirmed position through the
+    transactions committing before ``upto``, as ``(lsn, xid, message)``; the slot does not
+    move. The server may decode a little past ``upto``: filter by each transaction's
+    commit LSN."""
+    rows = connection.execute(_PEEK, (slot, lsn_text(upto), publication), binary=True)
+    return [(lsn_number(lsn), xid, bytes(data)) for lsn, xid, data in rows.fetchall()]
+
+
+def advance_slot(connection: Any, slot: str, lsn: int) -> None:
+    """Confirm ``slot`` up to ``lsn``: the server may release the WAL before it. Only for
+    an ``lsn`` that a committed micro-batch read up to (design decision 60)."""
+    connection.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsn_text(lsn)))
