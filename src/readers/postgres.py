@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from readers.arrow import conform
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
+from readers.postgres_text import SESSION_SETTINGS
 from sources.splits.postgres import TableChunkSplit
 
 __all__ = ["ChunkQuery", "TableChunkReader"]
@@ -115,6 +116,8 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
         if self._connection is None:
             self._connection = self._connect()
             self._cursor = self._connection.cursor()
+            for name, value in SESSION_SETTINGS.items():  # columns read as text: as the log's
+                self._cursor.execute(f"SET {name} = '{value}'")
         query = self._queries[split.table]
         self._cursor.execute(_BEGIN)
         self._cursor.execute("SELECT pg_current_snapshot()::text")
