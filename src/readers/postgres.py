@@ -1,8 +1,10 @@
 """The snapshot reader of a Postgres table: chunk splits into Arrow, on executors.
 
-One reader serves one Spark task, on its fetcher thread. It opens one ADBC
+One reader serves one Spark task, on its fetcher thread. It borrows one ADBC
 connection at the first fetch (libpq's binary COPY decoded into Arrow in C: no
-Python object per row) and closes it in ``close()``. Each chunk is read in one
+Python object per row) from the worker's pool
+(:mod:`readers.postgres_connections`) and gives it back in ``close()``, or
+closes it if the read stopped inside a chunk. Each chunk is read in one
 ``REPEATABLE READ READ ONLY`` transaction, its rows streamed batch by batch (one
 batch of the driver's, about 16 MB, per fetch); the transaction's snapshot is
 the chunk's (design decision 61). Values arrive in the Arrow types of
@@ -13,7 +15,7 @@ json) are unwrapped to their storage and cast to the declared schema.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +23,7 @@ import pyarrow as pa
 
 from readers.arrow import conform
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
+from readers.postgres_connections import ConnectionPool
 from readers.postgres_text import SESSION_SETTINGS
 from sources.splits.postgres import TableChunkSplit
 
@@ -64,10 +67,14 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
 
     def __init__(
         self,
+        connections: ConnectionPool,
+        server: Hashable,
         connect: Callable[[], Any],
         queries: Mapping[str, ChunkQuery],
         schema: pa.Schema,
     ) -> None:
+        self._connections = connections
+        self._server = server
         self._connect = connect
         self._queries = queries
         self._schema = schema
@@ -75,6 +82,8 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
         self._connection: Any = None
         self._cursor: Any = None
         self._rows: pa.RecordBatchReader | None = None
+        self._in_transaction = False
+        self._broken = False
         self.snapshots: dict[str, str] = {}
         """The snapshot (``pg_current_snapshot()``, as text) each chunk was read at."""
 
@@ -85,15 +94,19 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
         if not self._splits:
             return RecordsBySplit()
         split = self._splits[0]
-        if self._rows is None:
-            self._rows = self._open(split)
         try:
+            if self._rows is None:
+                self._rows = self._open(split)
             batch = self._rows.read_next_batch()
         except StopIteration:
             self._rows = None
             self._cursor.execute("COMMIT")
+            self._in_transaction = False
             self._splits.popleft()
             return RecordsBySplit({split.split_id: []}, frozenset({split.split_id}))
+        except BaseException:
+            self._broken = True  # its connection is not given back
+            raise
         origin = f"chunk {split.split_id}"
         rows = conform(_unwrapped(batch), self._schema, origin)
         return RecordsBySplit({split.split_id: [rows] if rows.num_rows else []})
@@ -105,27 +118,53 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
         self._rows = None
         cursor, self._cursor = self._cursor, None
         connection, self._connection = self._connection, None
+        if connection is None:
+            return
         try:
-            if cursor is not None:
-                cursor.close()
-        finally:
-            if connection is not None:
-                connection.close()  # ends an open transaction: the server rolls it back
+            cursor.close()
+        except Exception:
+            self._connections.discard(connection)
+            raise
+        if self._in_transaction or self._broken:  # closing rolls an open chunk back
+            self._connections.discard(connection)
+        else:
+            self._connections.give_back(self._server, connection)
 
     def _open(self, split: TableChunkSplit) -> pa.RecordBatchReader:
         if self._connection is None:
-            self._connection = self._connect()
-            self._cursor = self._connection.cursor()
-            for name, value in SESSION_SETTINGS.items():  # columns read as text: as the log's
-                self._cursor.execute(f"SET {name} = '{value}'")
+            self._connection, self._cursor = self._session()
         query = self._queries[split.table]
         self._cursor.execute(_BEGIN)
+        self._in_transaction = True
         self._cursor.execute("SELECT pg_current_snapshot()::text")
         (snapshot,) = self._cursor.fetchone()
         self.snapshots[split.split_id] = snapshot
         self._cursor.execute(query.sql(split, self._schema.names))
         rows: pa.RecordBatchReader = self._cursor.fetch_record_batch()
         return rows
+
+    def _session(self) -> tuple[Any, Any]:
+        """A connection from the pool and its cursor, set up as the log's session is (for the
+        columns read as text); a kept connection the server has closed is replaced once."""
+        connection = self._connections.lend(self._server, self._connect)
+        try:
+            return connection, _set_up(connection)
+        except Exception:
+            self._connections.discard(connection)
+        connection = self._connect()
+        try:
+            return connection, _set_up(connection)
+        except BaseException:
+            self._connections.discard(connection)
+            raise
+
+
+def _set_up(connection: Any) -> Any:
+    """A cursor of ``connection`` with :data:`~readers.postgres_text.SESSION_SETTINGS` set."""
+    cursor = connection.cursor()
+    for name, value in SESSION_SETTINGS.items():
+        cursor.execute(f"SET {name} = '{value}'")
+    return cursor
 
 
 def _quote(name: str) -> str:

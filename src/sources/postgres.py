@@ -30,6 +30,7 @@ from enumerators.base import EnumeratorContext
 from enumerators.postgres import PostgresSnapshotStateSerializer, chunk_boundaries, cut_chunks
 from enumerators.static import StaticSplitEnumerator
 from readers.postgres import ChunkQuery, TableChunkReader
+from readers.postgres_connections import CONNECTIONS
 from sources.api import Source
 from sources.errors import InvalidOptionError, SchemaMismatchError
 from sources.options import Option, Options
@@ -135,7 +136,13 @@ class PostgresSource(Source[TableChunkSplit, list[TableChunkSplit]]):
                 f"{self.table.qualified} does not have; its columns are {list(selects)}."
             )
         query = ChunkQuery(self.table.sql, quote_identifier(self.key_column), selects)
-        return TableChunkReader(self.connection.adbc, {self.table.qualified: query}, schema)
+        return TableChunkReader(
+            CONNECTIONS,
+            self.connection,
+            self.connection.adbc,
+            {self.table.qualified: query},
+            schema,
+        )
 
     def split_serializer(self) -> TableChunkSplitSerializer:
         return TableChunkSplitSerializer()
