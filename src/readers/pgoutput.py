@@ -56,7 +56,8 @@ class Change:
     table's ``REPLICA IDENTITY`` is ``FULL``; ``None`` for an insert or an update that kept
     its key), ``after`` the new row (``None`` for a delete); both as column values in the
     relation's order. ``lsn`` is the transaction's commit LSN, ``seq`` the change's
-    position in it from 1."""
+    position in it from 1, ``commit_time`` the commit's time in microseconds since the Unix
+    epoch."""
 
     op: str
     relation: Relation
@@ -65,9 +66,11 @@ class Change:
     seq: int
     before: tuple[Value, ...] | None
     after: tuple[Value, ...] | None
+    commit_time: int = 0
 
 
 _BEGIN = struct.Struct(">qqI")  # final (commit) LSN, commit time, xid
+_POSTGRES_EPOCH_US = 946_684_800_000_000  # 2000-01-01, where Postgres counts time from
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">I")
 _BYTE = struct.Struct(">B")
@@ -81,13 +84,15 @@ class PgoutputDecoder:
         self._xid = 0
         self._lsn = 0
         self._seq = 0
+        self._commit_time = 0
 
     def decode(self, messages: Iterable[bytes]) -> Iterator[Change]:
         """The changes of ``messages``, in order."""
         for message in messages:
             kind = message[:1]
             if kind == b"B":
-                self._lsn, _, self._xid = _BEGIN.unpack_from(message, 1)
+                self._lsn, since_2000, self._xid = _BEGIN.unpack_from(message, 1)
+                self._commit_time = since_2000 + _POSTGRES_EPOCH_US
                 self._seq = 0
             elif kind == b"R":
                 relation = _relation(message)
@@ -110,7 +115,9 @@ class PgoutputDecoder:
             after, at = _tuple(message, at + 1)
         self._seq += 1
         op = {b"I": "c", b"U": "u", b"D": "d"}[kind]
-        return Change(op, relation, self._xid, self._lsn, self._seq, before, after)
+        return Change(
+            op, relation, self._xid, self._lsn, self._seq, before, after, self._commit_time
+        )
 
     def _truncate(self, message: bytes) -> Iterator[Change]:
         (count,) = _INT32.unpack_from(message, 1)
@@ -118,7 +125,9 @@ class PgoutputDecoder:
             (oid,) = _INT32.unpack_from(message, 6 + 4 * index)
             self._seq += 1
             relation = self.relations[oid]
-            yield Change("t", relation, self._xid, self._lsn, self._seq, None, None)
+            yield Change(
+                "t", relation, self._xid, self._lsn, self._seq, None, None, self._commit_time
+            )
 
 
 def _string(message: bytes, at: int) -> tuple[str, int]:
