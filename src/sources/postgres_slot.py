@@ -7,6 +7,7 @@ splitsource positions are, and ``pg_lsn`` text (``16/B374D848``) on the wire.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ __all__ = [
     "lsn_number",
     "lsn_text",
     "peek_changes",
+    "readable_end",
 ]
 
 _PEEK = (
@@ -88,5 +90,36 @@ def peek_changes(
 
 def advance_slot(connection: Any, slot: str, lsn: int) -> None:
     """Confirm ``slot`` up to ``lsn``: the server may release the WAL before it. Only for
-    an ``lsn`` that a committed micro-batch read up to (design decision 60)."""
+    an ``lsn`` that a committed micro-batch read up to (design decision 60), and one that
+    :func:`readable_end` gave: the slot skips a transaction whose commit record ``lsn``
+    cuts."""
     connection.execute("SELECT pg_replication_slot_advance(%s, %s::pg_lsn)", (slot, lsn_text(lsn)))
+
+
+def readable_end(connection: Any, timeout: float = 10.0) -> int:
+    """Where a micro-batch of the log may end: the server's WAL insert position, once flushed.
+
+    The end must fall between two WAL records. A slot confirmed up to a position inside a
+    transaction's commit record skips that whole transaction (checked on PostgreSQL 15),
+    and the flush position can lie inside a record; the insert position cannot. Waiting
+    until it is flushed makes every transaction that commits before it decodable, now
+    and on every replay. Driver only.
+
+    Raises
+    ------
+    TimeoutError
+        The server did not flush its WAL up to the position within ``timeout`` seconds.
+    """
+    (insert,) = connection.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+    end = lsn_number(insert)
+    deadline = time.monotonic() + timeout
+    while True:
+        (flushed,) = connection.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
+        if lsn_number(flushed) >= end:
+            return end
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"the server flushed its WAL up to {flushed}, not up to {insert}, within "
+                f"{timeout:.0f} s; check the server's disk and wal_writer_delay"
+            )
+        time.sleep(0.01)
