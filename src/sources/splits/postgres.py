@@ -111,8 +111,8 @@ class TransactionSnapshot:
     Examples
     --------
     >>> snapshot = TransactionSnapshot.parse("728:735:730,733")
-    >>> [snapshot.sees(xid) for xid in (727, 729, 730, 735)]
-    [True, True, False, False]
+    >>> [snapshot.sees(xid) for xid in (727, 729, 730, 735)], str(snapshot)
+    ([True, True, False, False], '728:735:730,733')
     """
 
     xmin: int
@@ -124,6 +124,10 @@ class TransactionSnapshot:
         """The snapshot Postgres writes as ``xmin:xmax:xip,xip,...``."""
         xmin, xmax, running = text.split(":")
         return cls(int(xmin), int(xmax), tuple(int(x) for x in running.split(",") if x))
+
+    def __str__(self) -> str:
+        """As Postgres writes it: ``xmin:xmax:xip,xip,...``."""
+        return f"{self.xmin}:{self.xmax}:{','.join(str(xid) for xid in self.running)}"
 
     def sees(self, xid: int) -> bool:
         """Whether the committed transaction ``xid`` (64-bit) is visible in this snapshot."""
