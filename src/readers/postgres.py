@@ -27,7 +27,7 @@ from readers.postgres_connections import ConnectionPool
 from readers.postgres_text import SESSION_SETTINGS
 from sources.splits.postgres import TableChunkSplit
 
-__all__ = ["ChunkQuery", "TableChunkReader"]
+__all__ = ["ChunkQuery", "TableChunkReader", "borrow_session", "storage_columns"]
 
 _BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
@@ -108,7 +108,7 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
             self._broken = True  # its connection is not given back
             raise
         origin = f"chunk {split.split_id}"
-        rows = conform(_unwrapped(batch), self._schema, origin)
+        rows = conform(storage_columns(batch), self._schema, origin)
         return RecordsBySplit({split.split_id: [rows] if rows.num_rows else []})
 
     def wakeup(self) -> None:
@@ -132,7 +132,9 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
 
     def _open(self, split: TableChunkSplit) -> pa.RecordBatchReader:
         if self._connection is None:
-            self._connection, self._cursor = self._session()
+            self._connection, self._cursor = borrow_session(
+                self._connections, self._server, self._connect
+            )
         query = self._queries[split.table]
         self._cursor.execute(_BEGIN)
         self._in_transaction = True
@@ -143,20 +145,24 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
         rows: pa.RecordBatchReader = self._cursor.fetch_record_batch()
         return rows
 
-    def _session(self) -> tuple[Any, Any]:
-        """A connection from the pool and its cursor, set up as the log's session is (for the
-        columns read as text); a kept connection the server has closed is replaced once."""
-        connection = self._connections.lend(self._server, self._connect)
-        try:
-            return connection, _set_up(connection)
-        except Exception:
-            self._connections.discard(connection)
-        connection = self._connect()
-        try:
-            return connection, _set_up(connection)
-        except BaseException:
-            self._connections.discard(connection)
-            raise
+
+def borrow_session(
+    connections: ConnectionPool, server: Hashable, connect: Callable[[], Any]
+) -> tuple[Any, Any]:
+    """A connection of ``server`` from ``connections`` and a cursor of it, set up as the log's
+    session is (for the columns read as text); a kept connection the server has closed is
+    replaced once."""
+    connection = connections.lend(server, connect)
+    try:
+        return connection, _set_up(connection)
+    except Exception:
+        connections.discard(connection)
+    connection = connect()
+    try:
+        return connection, _set_up(connection)
+    except BaseException:
+        connections.discard(connection)
+        raise
 
 
 def _set_up(connection: Any) -> Any:
@@ -171,7 +177,7 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _unwrapped(batch: pa.RecordBatch) -> pa.RecordBatch:
+def storage_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` with each extension-typed column (numeric as text, json, uuid) as its storage."""
     if not any(isinstance(field.type, pa.BaseExtensionType) for field in batch.schema):
         return batch

@@ -1,4 +1,5 @@
-"""The snapshot split of a Postgres table: one chunk, the rows whose key lies in ``[low, high)``.
+"""The splits of a Postgres table: its chunks (rows whose key lies in ``[low, high)``), and,
+in a stream, the chunks of its snapshot and the slot's log.
 
 Shared by the Postgres enumerator (driver) and reader (executor); it imports
 only the author API. Chunks of one table cover every key: the first has no
@@ -17,6 +18,10 @@ from sources.serialization import SimpleVersionedSerializer
 from sources.split import SourceSplit
 
 __all__ = [
+    "LogSplit",
+    "PostgresStreamSplit",
+    "PostgresStreamSplitSerializer",
+    "StreamChunkSplit",
     "TableChunkSplit",
     "TableChunkSplitSerializer",
     "TransactionSnapshot",
@@ -154,3 +159,114 @@ def widen_xid(xid: int, near: int) -> int:
     if near - candidate > 1 << 31:
         return candidate + (1 << 32)
     return candidate
+
+
+@dataclass(frozen=True)
+class StreamChunkSplit(SourceSplit):
+    """A chunk of a stream's snapshot: ``chunk``, read at a snapshot that sees every
+    transaction older than ``next_xid`` and reconciled with the log from ``start_lsn``, the
+    slot's consistent point (design decision 61). Read whole: no positions."""
+
+    chunk: TableChunkSplit
+    start_lsn: int
+    next_xid: int
+
+    @property
+    def split_id(self) -> str:
+        return self.chunk.split_id
+
+
+@dataclass(frozen=True)
+class LogSplit(SourceSplit):
+    """The changes ``slot`` decodes for ``publication``: positions are commit LSNs, from
+    ``start`` to ``end`` (``None``: no end). Changes that commit before ``filter_until``
+    are kept only where the snapshot of their key's chunk does not see them; 0: no filter."""
+
+    slot: str
+    publication: str
+    start: int
+    end: int | None = None
+    filter_until: int = 0
+
+    @property
+    def split_id(self) -> str:
+        return f"log:{self.slot}"
+
+    def start_position(self) -> int:
+        return self.start
+
+    def end_position(self) -> int | None:
+        return self.end
+
+    def with_range(self, start: int, end: int) -> LogSplit:
+        return LogSplit(self.slot, self.publication, start, end, self.filter_until)
+
+
+PostgresStreamSplit = StreamChunkSplit | LogSplit
+
+_CHUNK_TAG, _LOG_TAG = 1, 2
+_STREAM_CHUNK_V1 = ">QQ"  # start LSN, next xid (both unsigned 64-bit)
+_LOG_V1 = ">BQQQ"  # flags (bit 0: end present), start, end, filter_until
+
+
+class PostgresStreamSplitSerializer(SimpleVersionedSerializer[PostgresStreamSplit]):
+    """Version 1: a tag byte, then for a chunk (1) the table chunk layout version 1, its
+    start LSN and next xid (uint64 each); for the log (2) the slot and the publication
+    (uint16 length and UTF-8 each), a flags byte (bit 0: end present), and start, end and
+    filter_until (uint64 each, end 0 when absent)."""
+
+    @property
+    def version(self) -> int:
+        return 1
+
+    def serialize(self, obj: PostgresStreamSplit) -> bytes:
+        if isinstance(obj, StreamChunkSplit):
+            return (
+                bytes([_CHUNK_TAG])
+                + pack_chunk(obj.chunk)
+                + struct.pack(_STREAM_CHUNK_V1, obj.start_lsn, obj.next_xid)
+            )
+        flags = 1 if obj.end is not None else 0
+        return (
+            bytes([_LOG_TAG])
+            + _pack_name(obj.slot)
+            + _pack_name(obj.publication)
+            + struct.pack(_LOG_V1, flags, obj.start, obj.end or 0, obj.filter_until)
+        )
+
+    def deserialize(self, version: int, data: bytes) -> PostgresStreamSplit:
+        if version != 1:
+            raise CorruptDataError(f"postgres stream split version {version} does not exist")
+        tag, at = data[0], 1
+        split: PostgresStreamSplit
+        if tag == _CHUNK_TAG:
+            chunk, at = unpack_chunk(data, at)
+            start_lsn, next_xid = struct.unpack_from(_STREAM_CHUNK_V1, data, at)
+            split, at = StreamChunkSplit(chunk, start_lsn, next_xid), at + 16
+        elif tag == _LOG_TAG:
+            slot, at = _unpack_name(data, at)
+            publication, at = _unpack_name(data, at)
+            flags, start, end, filter_until = struct.unpack_from(_LOG_V1, data, at)
+            if flags & ~1:
+                raise CorruptDataError(f"a log split has unknown flags {flags:#x}")
+            split = LogSplit(slot, publication, start, end if flags & 1 else None, filter_until)
+            at += struct.calcsize(_LOG_V1)
+        else:
+            raise CorruptDataError(f"a postgres stream split has the unknown tag {tag}")
+        if at != len(data):
+            raise CorruptDataError(f"a postgres stream split holds {len(data) - at} bytes too many")
+        return split
+
+
+def _pack_name(name: str) -> bytes:
+    encoded = name.encode()
+    return struct.pack(_HEADER_V1, len(encoded)) + encoded
+
+
+def _unpack_name(data: bytes, at: int) -> tuple[str, int]:
+    (length,) = struct.unpack_from(_HEADER_V1, data, at)
+    at += struct.calcsize(_HEADER_V1)
+    name = data[at : at + length]
+    if len(name) != length:
+        raise CorruptDataError(f"a name announces {length} bytes")
+    return name.decode(), at + length

@@ -1,0 +1,140 @@
+"""The reader of a Postgres stream's snapshot chunks, on executors (design decision 61).
+
+A chunk of a stream is read at a snapshot the log can be reconciled with: one
+taken once every transaction older than the slot's consistent point has ended
+(its ``xmin`` at least the split's ``next_xid``). While an older transaction
+still runs, a fetch rolls back, waits a little and returns nothing, so the wait
+stays within the fetch's timeout and ends on ``wakeup()``. The rows read are
+published to the stream's :class:`~readers.postgres_chunk_store.ChunkStore`
+before anything reaches Spark, and what Spark gets is the published copy, as
+``r`` rows of Debezium's envelope at the stream's start LSN: every attempt at a
+chunk gives the same rows.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from readers.arrow import conform
+from readers.base import RecordsBySplit, SplitReader, SplitsAddition
+from readers.postgres import ChunkQuery, borrow_session, storage_columns
+from readers.postgres_chunk_store import ChunkCopy, ChunkStore
+from readers.postgres_connections import ConnectionPool
+from readers.postgres_envelope import snapshot_batch
+from sources.postgres_slot import lsn_number
+from sources.splits.postgres import StreamChunkSplit, TransactionSnapshot
+
+__all__ = ["StreamChunkReader"]
+
+_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_RETRY_WAIT = 0.05
+
+
+class StreamChunkReader(SplitReader[StreamChunkSplit]):
+    """Reads its chunks one after the other; a chunk per fetch, once its snapshot admits it."""
+
+    def __init__(
+        self,
+        connections: ConnectionPool,
+        server: Hashable,
+        connect: Callable[[], Any],
+        queries: Mapping[str, ChunkQuery],
+        store: ChunkStore,
+        schema: pa.Schema,
+    ) -> None:
+        self._connections = connections
+        self._server = server
+        self._connect = connect
+        self._queries = queries
+        self._store = store
+        self._schema = schema
+        self._rows_schema = pa.schema(list(schema.field("after").type))
+        self._splits: deque[StreamChunkSplit] = deque()
+        self._connection: Any = None
+        self._cursor: Any = None
+        self._broken = False
+        self._woken = threading.Event()
+        self.waits = 0
+        """How many times a chunk's snapshot still saw a transaction older than the slot."""
+
+    def handle_splits_changes(self, change: SplitsAddition[StreamChunkSplit]) -> None:
+        self._splits.extend(change.splits)
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        if not self._splits:
+            return RecordsBySplit()
+        split = self._splits[0]
+        try:
+            copy = self._store.read(split.split_id)
+            if copy is None:
+                read = self._read(split, time.monotonic() + timeout)
+                if read is None:
+                    return RecordsBySplit()  # an older transaction still runs: next fetch
+                copy = self._store.publish(split.split_id, read)
+        except BaseException:
+            self._broken = True
+            raise
+        self._splits.popleft()
+        batches = [
+            snapshot_batch(batch, split.chunk.table, split.start_lsn, self._schema)
+            for batch in copy.rows.to_batches()
+            if batch.num_rows
+        ]
+        return RecordsBySplit({split.split_id: batches}, frozenset({split.split_id}))
+
+    def wakeup(self) -> None:
+        self._woken.set()
+
+    def close(self) -> None:
+        cursor, self._cursor = self._cursor, None
+        connection, self._connection = self._connection, None
+        if connection is None:
+            return
+        try:
+            cursor.close()
+        except Exception:
+            self._broken = True
+        if self._broken:
+            self._connections.discard(connection)
+        else:
+            self._connections.give_back(self._server, connection)
+
+    def _read(self, split: StreamChunkSplit, deadline: float) -> ChunkCopy | None:
+        """The chunk's rows at an admitted snapshot, or ``None`` if none was admitted before
+        ``deadline`` or a wakeup."""
+        if self._connection is None:
+            self._connection, self._cursor = borrow_session(
+                self._connections, self._server, self._connect
+            )
+        cursor = self._cursor
+        while True:
+            cursor.execute(_BEGIN)
+            cursor.execute("SELECT pg_current_snapshot()::text")
+            snapshot = TransactionSnapshot.parse(cursor.fetchone()[0])
+            if snapshot.xmin >= split.next_xid:
+                break
+            cursor.execute("ROLLBACK")
+            self.waits += 1
+            if self._woken.is_set() or time.monotonic() + _RETRY_WAIT > deadline:
+                self._woken.clear()
+                return None
+            time.sleep(_RETRY_WAIT)
+        query = self._queries[split.chunk.table]
+        cursor.execute(query.sql(split.chunk, self._rows_schema.names))
+        table = cursor.fetch_arrow_table()
+        cursor.execute("SELECT pg_current_wal_insert_lsn()::text")
+        high = lsn_number(cursor.fetchone()[0])
+        cursor.execute("COMMIT")
+        origin = f"chunk {split.split_id}"
+        batches = [
+            conform(storage_columns(batch), self._rows_schema, origin)
+            for batch in table.to_batches()
+        ]
+        rows = pa.Table.from_batches(batches, schema=self._rows_schema)
+        return ChunkCopy(rows, snapshot, high)
