@@ -8,8 +8,6 @@ here as the log reader is to apply it."""
 from __future__ import annotations
 
 import bisect
-import random
-import threading
 import time
 from typing import Any
 
@@ -20,46 +18,14 @@ from hypothesis import strategies as st
 
 from enumerators.base import EnumeratorContext, ReadMode
 from helpers.postgres import PostgresServer
+from helpers.postgres_writer import ROWS, Writer
 from readers.base import SplitsAddition
 from readers.pgoutput import UNCHANGED, Change, PgoutputDecoder
 from sources.postgres import PostgresSource
 from sources.postgres_slot import create_slot, lsn_number, peek_changes
 from sources.splits.postgres import TableChunkSplit, TransactionSnapshot, widen_xid
 
-ROWS = 3_000
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.int64(), False)])
-
-
-class Writer(threading.Thread):
-    """Small transactions of updates (``v + 1``), deletes and inserts (``v = 0``) of random
-    keys, some below and above the table's keys, until stopped."""
-
-    def __init__(self, postgres: PostgresServer, database: str) -> None:
-        super().__init__(daemon=True)
-        self.connection = postgres.connect(database, autocommit=False)
-        self.stopped = threading.Event()
-        self.transactions = 0
-        self.failure: BaseException | None = None
-
-    def run(self) -> None:
-        chance = random.Random(61)
-        try:
-            with self.connection:
-                while not self.stopped.is_set():
-                    for _ in range(chance.randint(1, 3)):
-                        key = chance.randint(-50, ROWS + 500)
-                        action = chance.random()
-                        if action < 0.6:
-                            statement = "UPDATE items SET v = v + 1 WHERE id = %s"
-                        elif action < 0.8:
-                            statement = "DELETE FROM items WHERE id = %s"
-                        else:
-                            statement = "INSERT INTO items VALUES (%s, 0) ON CONFLICT DO NOTHING"
-                        self.connection.execute(statement, (key,))
-                    self.connection.commit()
-                    self.transactions += 1
-        except BaseException as error:
-            self.failure = error
 
 
 def read_chunk(source: PostgresSource, chunk: TableChunkSplit) -> tuple[list[Any], str]:

@@ -1,0 +1,168 @@
+"""The reader of a Postgres stream's log split, on executors (design decisions 60 and 61).
+
+One fetch reads a micro-batch's range of the log, ``[start, end)`` in commit
+LSNs: a peek of the slot up to ``end`` (the slot does not move; the enumerator
+confirms it once Spark has committed the batch), decoded, the transactions that
+commit in the range kept, and, below the split's ``filter_until``, each change
+kept only where the snapshot its key's chunk was read at does not see its
+transaction (:class:`ChunkFilter`). The rows are Debezium's envelope.
+
+The peek runs on a psycopg 3 connection of its own, set up with
+:data:`~readers.postgres_text.SESSION_SETTINGS`. It blocks for the one query, so
+a ``wakeup`` is honoured after it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from readers.base import RecordsBySplit, SplitReader, SplitsAddition
+from readers.pgoutput import Change, PgoutputDecoder
+from readers.postgres_envelope import change_batch
+from readers.postgres_text import SESSION_SETTINGS
+from sources.errors import DataLossError
+from sources.postgres_slot import peek_changes
+from sources.splits.postgres import LogSplit, TableChunkSplit, TransactionSnapshot, widen_xid
+
+__all__ = ["ChunkFilter", "LogReader", "TableChunks"]
+
+
+@dataclass(frozen=True)
+class TableChunks:
+    """The chunks of one table as the snapshot read them: the key column's position in the
+    table's columns, the keys that start each chunk but the first, and each chunk's
+    snapshot, in key order."""
+
+    key_index: int
+    boundaries: tuple[int, ...]
+    snapshots: tuple[TransactionSnapshot, ...]
+
+    def snapshot_of(self, key: int | None) -> TransactionSnapshot:
+        """The snapshot of the chunk that holds ``key`` (a NULL key: the first chunk's)."""
+        if key is None:
+            return self.snapshots[0]
+        return self.snapshots[bisect.bisect_right(self.boundaries, key)]
+
+
+@dataclass(frozen=True)
+class ChunkFilter:
+    """Which changes of the log the snapshot's chunks already reflect, by table
+    (``schema.name``); ``next_xid`` widens the log's 32-bit transaction ids."""
+
+    tables: Mapping[str, TableChunks]
+    next_xid: int
+
+    @classmethod
+    def of(
+        cls,
+        chunks: Iterable[tuple[TableChunkSplit, TransactionSnapshot]],
+        key_indexes: Mapping[str, int],
+        next_xid: int,
+    ) -> ChunkFilter:
+        """The filter of the chunks read, each with its snapshot."""
+        by_table: dict[str, list[tuple[TableChunkSplit, TransactionSnapshot]]] = defaultdict(list)
+        for chunk, snapshot in chunks:
+            by_table[chunk.table].append((chunk, snapshot))
+        tables = {}
+        for table, read in by_table.items():
+            read.sort(key=lambda pair: pair[0].index)
+            boundaries = tuple(chunk.low for chunk, _ in read[1:] if chunk.low is not None)
+            snapshots = tuple(snapshot for _, snapshot in read)
+            tables[table] = TableChunks(key_indexes[table], boundaries, snapshots)
+        return cls(tables, next_xid)
+
+    def keeps(self, change: Change) -> bool:
+        """Whether ``change`` is not in the rows its chunk was read with.
+
+        Raises
+        ------
+        DataLossError
+            A truncate some chunk's snapshot saw and another did not: the rows read before
+            it would come back in a sink that applies it.
+        """
+        chunks = self.tables.get(change.relation.qualified)
+        if chunks is None:
+            return True
+        xid = widen_xid(change.xid, self.next_xid)
+        if change.op == "t":
+            seen = {snapshot.sees(xid) for snapshot in chunks.snapshots}
+            if len(seen) > 1:
+                raise DataLossError(
+                    f"table {change.relation.qualified} was truncated while its snapshot was "
+                    "read (at LSN "
+                    f"{change.lsn >> 32:X}/{change.lsn & 0xFFFFFFFF:X}): some chunks were read "
+                    "before the truncate and some after; start the stream again from a new "
+                    "checkpoint (and a new slot) to take a new snapshot"
+                )
+            return not seen.pop()
+        row = change.after if change.after is not None else change.before
+        assert row is not None, "inserts, updates and deletes carry a row"
+        key = row[chunks.key_index]
+        return not chunks.snapshot_of(None if key is None else int(str(key))).sees(xid)
+
+
+class LogReader(SplitReader[LogSplit]):
+    """Reads the range of its log split in one fetch."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        schema: pa.Schema,
+        chunk_filter: Callable[[], ChunkFilter] | None = None,
+    ) -> None:
+        self._connect = connect
+        self._schema = schema
+        self._chunk_filter = chunk_filter
+        self._splits: list[LogSplit] = []
+        self._connection: Any = None
+
+    def handle_splits_changes(self, change: SplitsAddition[LogSplit]) -> None:
+        self._splits.extend(change.splits)
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        if not self._splits:
+            return RecordsBySplit()
+        split = self._splits.pop(0)
+        assert split.end is not None, "a log split is read in bounded ranges"
+        if self._connection is None:
+            self._connection = self._connect()
+            for name, value in SESSION_SETTINGS.items():
+                self._connection.execute(f"SET {name} = '{value}'")
+        messages = peek_changes(self._connection, split.slot, split.publication, split.end)
+        changes = [
+            change
+            for change in PgoutputDecoder().decode(message for _, _, message in messages)
+            if split.start <= change.lsn < split.end
+        ]
+        if split.start < split.filter_until:
+            if self._chunk_filter is None:
+                raise ValueError(f"log split {split.split_id} needs the chunks' filter")
+            kept = self._chunk_filter()
+            changes = [c for c in changes if c.lsn >= split.filter_until or kept.keeps(c)]
+        batches = [change_batch(group, self._schema) for group in _by_table(changes)]
+        return RecordsBySplit({split.split_id: batches}, frozenset({split.split_id}))
+
+    def wakeup(self) -> None:
+        """Nothing to wake: a fetch is one bounded query."""
+
+    def close(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            connection.close()
+
+
+def _by_table(changes: Sequence[Change]) -> list[list[Change]]:
+    """``changes`` in runs of one table each, in order."""
+    runs: list[list[Change]] = []
+    for change in changes:
+        if runs and runs[-1][-1].relation.oid == change.relation.oid:
+            runs[-1].append(change)
+        else:
+            runs.append([change])
+    return runs

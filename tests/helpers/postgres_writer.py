@@ -1,0 +1,48 @@
+"""A writer that changes a Postgres table while a test reads it: small transactions of updates
+(``v + 1``), deletes and inserts (``v = 0``) of random keys of ``items (id, v)``, some below and
+above the table's keys, until stopped. For the change-data-capture tests (design decision 61)."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from helpers.postgres import PostgresServer
+
+__all__ = ["ROWS", "Writer"]
+
+ROWS = 3_000
+"""The keys ``0 .. ROWS - 1`` the table starts with; the writer picks keys from -50 to
+``ROWS + 500``."""
+
+
+class Writer(threading.Thread):
+    """Small transactions of updates (``v + 1``), deletes and inserts (``v = 0``) of random
+    keys, some below and above the table's keys, until stopped."""
+
+    def __init__(self, postgres: PostgresServer, database: str) -> None:
+        super().__init__(daemon=True)
+        self.connection = postgres.connect(database, autocommit=False)
+        self.stopped = threading.Event()
+        self.transactions = 0
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        chance = random.Random(61)
+        try:
+            with self.connection:
+                while not self.stopped.is_set():
+                    for _ in range(chance.randint(1, 3)):
+                        key = chance.randint(-50, ROWS + 500)
+                        action = chance.random()
+                        if action < 0.6:
+                            statement = "UPDATE items SET v = v + 1 WHERE id = %s"
+                        elif action < 0.8:
+                            statement = "DELETE FROM items WHERE id = %s"
+                        else:
+                            statement = "INSERT INTO items VALUES (%s, 0) ON CONFLICT DO NOTHING"
+                        self.connection.execute(statement, (key,))
+                    self.connection.commit()
+                    self.transactions += 1
+        except BaseException as error:
+            self.failure = error
