@@ -38,6 +38,7 @@ __all__ = ["ChunkCopy", "ChunkStore"]
 _SNAPSHOT = b"splitsource.snapshot"
 _HIGH = b"splitsource.high_lsn"
 _EXCLUSIVE_PROTOCOLS = frozenset({"file", "local", "s3", "s3a"})
+_FILTER = "log-filter.json"
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,30 @@ class ChunkStore:
             return ChunkCopy.from_bytes(self._fs.cat_file(self._path(chunk_id)))
         except FileNotFoundError:
             return None
+
+    def read_stamp(self, chunk_id: str) -> tuple[TransactionSnapshot, int] | None:
+        """The snapshot of ``chunk_id``'s copy and the WAL position read after its rows,
+        without reading the rows; ``None`` if there is no copy. Driver side."""
+        try:
+            with self._fs.open(self._path(chunk_id), "rb") as file:
+                metadata = pa.ipc.open_stream(file).schema.metadata or {}
+        except FileNotFoundError:
+            return None
+        return TransactionSnapshot.parse(metadata[_SNAPSHOT].decode()), int(metadata[_HIGH])
+
+    def publish_filter(self, data: bytes) -> bytes:
+        """Publish the log's chunk filter unless one exists; return the published one."""
+        path = posixpath.join(self._root, _FILTER)
+        if isinstance(self._fs, LocalFileSystem):
+            self._link_if_absent(path, data)
+        else:
+            with contextlib.suppress(FileExistsError), self._fs.open(path, "xb") as target:
+                target.write(data)
+        return bytes(self._fs.cat_file(path))
+
+    def read_filter(self) -> bytes:
+        """The published chunk filter of the log."""
+        return bytes(self._fs.cat_file(posixpath.join(self._root, _FILTER)))
 
     def delete(self, chunk_id: str) -> None:
         """Delete the copy of ``chunk_id``, if there is one."""

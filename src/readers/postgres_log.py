@@ -15,6 +15,7 @@ a ``wakeup`` is honoured after it.
 from __future__ import annotations
 
 import bisect
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,32 @@ class ChunkFilter:
             snapshots = tuple(snapshot for _, snapshot in read)
             tables[table] = TableChunks(key_indexes[table], boundaries, snapshots)
         return cls(tables, next_xid)
+
+    def to_json(self) -> bytes:
+        """The filter as JSON, to publish for the log's readers."""
+        tables = {
+            name: {
+                "key_index": chunks.key_index,
+                "boundaries": list(chunks.boundaries),
+                "snapshots": [str(snapshot) for snapshot in chunks.snapshots],
+            }
+            for name, chunks in self.tables.items()
+        }
+        return json.dumps({"next_xid": self.next_xid, "tables": tables}, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ChunkFilter:
+        """The filter :meth:`to_json` wrote."""
+        parsed = json.loads(data)
+        tables = {
+            name: TableChunks(
+                table["key_index"],
+                tuple(table["boundaries"]),
+                tuple(TransactionSnapshot.parse(text) for text in table["snapshots"]),
+            )
+            for name, table in parsed["tables"].items()
+        }
+        return cls(tables, parsed["next_xid"])
 
     def keeps(self, change: Change) -> bool:
         """Whether ``change`` is not in the rows its chunk was read with.

@@ -1,4 +1,5 @@
-"""The reader of a Postgres stream's snapshot chunks, on executors (design decision 61).
+"""The readers of a Postgres change stream's snapshot chunks, and of the stream, on executors
+(design decision 61).
 
 A chunk of a stream is read at a snapshot the log can be reconciled with: one
 taken once every transaction older than the slot's consistent point has ended
@@ -27,10 +28,16 @@ from readers.postgres import ChunkQuery, borrow_session, storage_columns
 from readers.postgres_chunk_store import ChunkCopy, ChunkStore
 from readers.postgres_connections import ConnectionPool
 from readers.postgres_envelope import snapshot_batch
+from readers.postgres_log import LogReader
 from sources.postgres_slot import lsn_number
-from sources.splits.postgres import StreamChunkSplit, TransactionSnapshot
+from sources.splits.postgres import (
+    LogSplit,
+    PostgresStreamSplit,
+    StreamChunkSplit,
+    TransactionSnapshot,
+)
 
-__all__ = ["StreamChunkReader"]
+__all__ = ["PostgresStreamReader", "StreamChunkReader"]
 
 _BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _RETRY_WAIT = 0.05
@@ -138,3 +145,39 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
         ]
         rows = pa.Table.from_batches(batches, schema=self._rows_schema)
         return ChunkCopy(rows, snapshot, high)
+
+
+class PostgresStreamReader(SplitReader[PostgresStreamSplit]):
+    """A task's reader of a change stream: its snapshot chunks through ``chunks``, its log
+    range through ``log``; the chunks first."""
+
+    def __init__(self, chunks: StreamChunkReader, log: LogReader) -> None:
+        self._chunks = chunks
+        self._log = log
+        self._chunks_left: set[str] = set()
+
+    def handle_splits_changes(self, change: SplitsAddition[PostgresStreamSplit]) -> None:
+        chunks = [split for split in change.splits if isinstance(split, StreamChunkSplit)]
+        logs = [split for split in change.splits if isinstance(split, LogSplit)]
+        self._chunks_left.update(split.split_id for split in chunks)
+        if chunks:
+            self._chunks.handle_splits_changes(SplitsAddition(chunks))
+        if logs:
+            self._log.handle_splits_changes(SplitsAddition(logs))
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        if self._chunks_left:
+            fetched = self._chunks.fetch(timeout)
+            self._chunks_left -= fetched.finished
+            return fetched
+        return self._log.fetch(timeout)
+
+    def wakeup(self) -> None:
+        self._chunks.wakeup()
+        self._log.wakeup()
+
+    def close(self) -> None:
+        try:
+            self._chunks.close()
+        finally:
+            self._log.close()

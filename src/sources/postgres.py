@@ -38,7 +38,7 @@ from sources.postgres_catalog import TableDescription, describe_table, quote_ide
 from sources.postgres_connection import PostgresConnection
 from sources.splits.postgres import TableChunkSplit, TableChunkSplitSerializer
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "PostgresSource"]
+__all__ = ["DEFAULT_CHUNK_SIZE", "PostgresSource", "resolve_table", "table_options"]
 
 DEFAULT_CHUNK_SIZE = 262_144
 """Rows per chunk without ``chunkSize``: large enough that a chunk's fixed costs (a task, an
@@ -84,30 +84,7 @@ class PostgresSource(Source[TableChunkSplit, list[TableChunkSplit]]):
 
     @classmethod
     def from_options(cls, options: Options) -> PostgresSource:
-        try:
-            connection = PostgresConnection(options["url"], options["user"], options["password"])
-        except ValueError as problem:
-            raise InvalidOptionError(cls.format_name(), "url", str(problem)) from None
-        try:
-            with connection.psycopg() as session:
-                table = describe_table(session, options["dbtable"])
-        except psycopg.Error as error:
-            raise InvalidOptionError(
-                cls.format_name(),
-                "url",
-                f"cannot read the catalog of {connection.shown} as "
-                f"{connection.effective_user or 'the default user'}: "
-                f"{str(error).strip()}; check url, user and password",
-            ) from None
-        if table is None:
-            raise InvalidOptionError(
-                cls.format_name(),
-                "dbtable",
-                f"{connection.shown} has no table '{options['dbtable']}' that "
-                f"{connection.effective_user or 'the user'} can see; name it as in SQL "
-                "(schema.name, with double quotes where the name has capitals)",
-            )
-        key = _chunk_key(table, options["chunkKeyColumn"])
+        connection, table, key = resolve_table(cls.format_name(), options)
         return cls(connection, table, key, options["chunkSize"])
 
     def schema(self) -> str:
@@ -151,13 +128,68 @@ class PostgresSource(Source[TableChunkSplit, list[TableChunkSplit]]):
         return PostgresSnapshotStateSerializer()
 
 
-def _chunk_key(table: TableDescription, chosen: str | None) -> str:
+def resolve_table(
+    format_name: str, options: Options
+) -> tuple[PostgresConnection, TableDescription, str]:
+    """The server, the table and its chunk key that ``url``, ``user``, ``password``,
+    ``dbtable`` and ``chunkKeyColumn`` name, checked against the catalog.
+
+    Raises
+    ------
+    InvalidOptionError
+        Naming the option to fix: a URL that is not a ``postgresql://`` URI, a server that
+        refuses the credentials, a table the user cannot see, no usable chunk key.
+    """
+    try:
+        connection = PostgresConnection(options["url"], options["user"], options["password"])
+    except ValueError as problem:
+        raise InvalidOptionError(format_name, "url", str(problem)) from None
+    try:
+        with connection.psycopg() as session:
+            table = describe_table(session, options["dbtable"])
+    except psycopg.Error as error:
+        raise InvalidOptionError(
+            format_name,
+            "url",
+            f"cannot read the catalog of {connection.shown} as "
+            f"{connection.effective_user or 'the default user'}: "
+            f"{str(error).strip()}; check url, user and password",
+        ) from None
+    if table is None:
+        raise InvalidOptionError(
+            format_name,
+            "dbtable",
+            f"{connection.shown} has no table '{options['dbtable']}' that "
+            f"{connection.effective_user or 'the user'} can see; name it as in SQL "
+            "(schema.name, with double quotes where the name has capitals)",
+        )
+    return connection, table, _chunk_key(format_name, table, options["chunkKeyColumn"])
+
+
+def table_options(chunk_size: int) -> tuple[Option, ...]:
+    """The options that name a table and how it is cut: Spark's JDBC names where it has them."""
+    return (
+        Option.string("url", "the server and database: postgresql://host:port/database"),
+        Option.string("user", "the role to connect as (else the url's)", default=None),
+        Option.string("password", "the role's password (never shown)", default=None),
+        Option.string("dbtable", "the table to read: name or schema.name, as in SQL"),
+        Option.integer("chunkSize", "rows per chunk: one task each", chunk_size, minimum=1),
+        Option.string(
+            "chunkKeyColumn",
+            "the integer column to cut chunks by, for a table whose primary key is not one "
+            "integer column (default: the primary key)",
+            default=None,
+        ),
+    )
+
+
+def _chunk_key(format_name: str, table: TableDescription, chosen: str | None) -> str:
     """The column to cut ``table`` by: ``chosen``, else its one-column primary key."""
     if chosen is not None:
         column = table.column(chosen)
         if column is None:
             raise InvalidOptionError(
-                PostgresSource.format_name(),
+                format_name,
                 "chunkKeyColumn",
                 f"table {table.qualified} has no column '{chosen}'; its columns are "
                 f"{[c.name for c in table.columns]}",
@@ -174,14 +206,14 @@ def _chunk_key(table: TableDescription, chosen: str | None) -> str:
             else "no primary key"
         )
         raise InvalidOptionError(
-            PostgresSource.format_name(),
+            format_name,
             "chunkKeyColumn",
             f"table {table.qualified} has {has}; set chunkKeyColumn to an integer column to "
             "cut it into chunks by (rows whose value is NULL are read with the first chunk)",
         )
     if column.spark_type not in _INTEGER_KEYS:
         raise InvalidOptionError(
-            PostgresSource.format_name(),
+            format_name,
             option,
             f"column '{column.name}' of table {table.qualified} is {column.spark_type}; chunks "
             "are cut by an integer column (smallint, integer, bigint) for now: set "

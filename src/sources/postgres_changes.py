@@ -1,0 +1,169 @@
+"""``splitsource.postgres_changes``: a Postgres table's changes as a stream, snapshot first.
+
+The stream of issue 44: the table's rows as a snapshot read in parallel chunks,
+then its changes from a replication slot, each key's changes once and in order
+(design decision 61), as rows of Debezium's envelope
+(:mod:`readers.postgres_envelope`). The slot is confirmed only up to what Spark
+has committed. It needs ``slotName`` and ``snapshotLocation``, where the
+snapshot's chunks are kept (write-once) until the log has taken over, and the
+role needs ``REPLICATION`` (and to own the table, for the publication it creates
+if ``publicationName`` does not exist).
+
+A separate format from ``splitsource.postgres`` for now: a format has one schema,
+and a bounded read of a table gives its rows, a stream its changes. Whether both
+become ``splitsource.postgres`` with a ``startupMode`` that also decides the
+schema is open (issue 44).
+
+Example::
+
+    changes = (spark.readStream.format("splitsource.postgres_changes")
+               .option("url", "postgresql://db.internal:5432/shop")
+               .option("user", "cdc").option("password", secret)
+               .option("dbtable", "public.orders").option("slotName", "orders_to_lake")
+               .option("snapshotLocation", "s3://lake/_cdc/orders").load())
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+import pyarrow as pa
+
+from enumerators.base import EnumeratorContext
+from enumerators.postgres_stream import (
+    PostgresStreamEnumerator,
+    PostgresStreamState,
+    PostgresStreamStateSerializer,
+    StreamSettings,
+)
+from readers.postgres import ChunkQuery
+from readers.postgres_chunk_store import ChunkStore
+from readers.postgres_connections import CONNECTIONS
+from readers.postgres_envelope import envelope_ddl
+from readers.postgres_log import ChunkFilter, LogReader
+from readers.postgres_stream import PostgresStreamReader, StreamChunkReader
+from sources.api import Source
+from sources.errors import InvalidOptionError
+from sources.options import Option, Options
+from sources.postgres import DEFAULT_CHUNK_SIZE, resolve_table, table_options
+from sources.postgres_catalog import TableDescription, quote_identifier
+from sources.postgres_connection import PostgresConnection
+from sources.split import Boundedness
+from sources.splits.postgres import PostgresStreamSplit, PostgresStreamSplitSerializer
+
+__all__ = ["PostgresChangesSource"]
+
+_SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
+
+
+class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
+    """The changes of ``dbtable``: its snapshot (``op`` ``r``), then its log."""
+
+    name = "postgres_changes"
+    supported_boundedness = frozenset({Boundedness.CONTINUOUS_UNBOUNDED})
+    streams_need_state_location = True  # the chunks of a large table outgrow an offset
+    options: ClassVar = (
+        *table_options(DEFAULT_CHUNK_SIZE),
+        Option.string(
+            "slotName",
+            "the replication slot (lower-case letters, digits, _): created if absent, "
+            "adopted if present; one stream per slot",
+        ),
+        Option.string(
+            "publicationName",
+            "the publication of the table (created if absent; default <slotName>_publication)",
+            default=None,
+        ),
+        Option.string(
+            "snapshotLocation",
+            "where the snapshot's chunks are kept until the log takes over (a local path or "
+            "an s3:// URL)",
+        ),
+    )
+
+    def __init__(
+        self,
+        connection: PostgresConnection,
+        table: TableDescription,
+        key_column: str,
+        slot: str,
+        snapshot_location: str,
+        publication: str | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> None:
+        self.connection = connection
+        self.table = table
+        self.key_column = key_column
+        self.slot = slot
+        self.publication = publication or f"{slot}_publication"
+        self.snapshot_location = snapshot_location
+        self.chunk_size = chunk_size
+
+    @classmethod
+    def from_options(cls, options: Options) -> PostgresChangesSource:
+        slot = options["slotName"]
+        if not _SLOT_NAME.fullmatch(slot):
+            raise InvalidOptionError(
+                cls.format_name(),
+                "slotName",
+                f"'{slot}' is not a slot name Postgres takes; use 1 to 63 lower-case letters, "
+                "digits and underscores",
+            )
+        try:
+            ChunkStore(options["snapshotLocation"])
+        except ValueError as problem:
+            raise InvalidOptionError(cls.format_name(), "snapshotLocation", str(problem)) from None
+        connection, table, key = resolve_table(cls.format_name(), options)
+        return cls(
+            connection,
+            table,
+            key,
+            slot,
+            options["snapshotLocation"],
+            options["publicationName"],
+            options["chunkSize"],
+        )
+
+    def schema(self) -> str:
+        return envelope_ddl(", ".join(column.ddl for column in self.table.columns))
+
+    def create_enumerator(self, context: EnumeratorContext) -> PostgresStreamEnumerator:
+        return self.restore_enumerator(context, PostgresStreamState())
+
+    def restore_enumerator(
+        self, context: EnumeratorContext, state: PostgresStreamState
+    ) -> PostgresStreamEnumerator:
+        settings = StreamSettings(
+            self.connection,
+            self.table,
+            self.key_column,
+            self.chunk_size,
+            self.slot,
+            self.publication,
+            self.snapshot_location,
+        )
+        return PostgresStreamEnumerator(settings, state)
+
+    def create_reader(self, schema: pa.Schema) -> PostgresStreamReader:
+        selects = {column.name: column.select for column in self.table.columns}
+        query = ChunkQuery(self.table.sql, quote_identifier(self.key_column), selects)
+        store = ChunkStore(self.snapshot_location)
+        chunks = StreamChunkReader(
+            CONNECTIONS,
+            self.connection,
+            self.connection.adbc,
+            {self.table.qualified: query},
+            store,
+            schema,
+        )
+        log = LogReader(
+            self.connection.psycopg, schema, lambda: ChunkFilter.from_json(store.read_filter())
+        )
+        return PostgresStreamReader(chunks, log)
+
+    def split_serializer(self) -> PostgresStreamSplitSerializer:
+        return PostgresStreamSplitSerializer()
+
+    def enumerator_state_serializer(self) -> PostgresStreamStateSerializer:
+        return PostgresStreamStateSerializer()
