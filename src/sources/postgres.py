@@ -1,6 +1,7 @@
 """``splitsource.postgres``: a Postgres table read in parallel chunks of its key, into Arrow.
 
-The bounded part of issue 44 (change data capture comes next): a ``spark.read``
+The bounded part of issue 44 (a stream of the table's changes is
+``splitsource.postgres_changes``, :mod:`sources.postgres_changes`): a ``spark.read``
 cuts the table into chunks of ``chunkSize`` rows by its primary key (or
 ``chunkKeyColumn``), found by query on the key's index, never by listing the
 keys, and reads each chunk in one task, straight into Arrow through ADBC. Each
