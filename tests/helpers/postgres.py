@@ -33,6 +33,7 @@ import subprocess
 import tempfile
 import weakref
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from helpers.ports import free_ports
@@ -244,6 +245,16 @@ class PostgresServer(Service):
             self.stop()
         finally:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Leaving a ``with`` block removes the server and its directory: nothing is left in
+        the temporary directory after a benchmark."""
+        self.remove()
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of the server's log."""
