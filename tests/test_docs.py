@@ -172,7 +172,16 @@ def test_the_tutorial_builds_a_project_that_runs_and_passes_its_tests(
 
 @pytest.mark.spark
 @pytest.mark.parametrize(
-    "page", ["options.md", "streaming.md", "files.md", "monitoring.md", "troubleshooting.md"]
+    "page",
+    [
+        "options.md",
+        "streaming.md",
+        "files.md",
+        "files-streaming.md",
+        "files-options.md",
+        "monitoring.md",
+        "troubleshooting.md",
+    ],
 )
 def test_a_user_guide_runs_top_to_bottom(spark: SparkSession, page: str) -> None:
     """The pages whose examples need no outside system (the Kafka page's need a broker)."""

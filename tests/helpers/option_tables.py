@@ -78,7 +78,7 @@ def _listing(option: Option) -> Listing:
 TABLES = (
     Table(
         "files",
-        "files.md",
+        "files-options.md",
         FileSource.options,
         ("option", "formats", "Spark's default", "ours", "status"),
         _file_cells,
