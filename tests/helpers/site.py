@@ -21,7 +21,8 @@ _ID = re.compile(r'\bid="([^"]+)"')
 def build(site: Path) -> Path:
     """Build the site into ``site``; a warning (a broken link, a reference that does not
     resolve) fails the build, with mkdocs' output in the error."""
-    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"]
+    # Not --quiet: mkdocs then drops the warnings before --strict counts them.
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict"]
     command += ["--config-file", str(CONFIG), "--site-dir", str(site)]
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")  # Material's notice of its successor
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
