@@ -18,7 +18,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["CACHE", "MavenError", "fetch_jars", "kafka_broker_jars", "spark_kafka_jars"]
+__all__ = [
+    "CACHE",
+    "MavenError",
+    "fetch_jars",
+    "kafka_broker_jars",
+    "kafka_tools_jars",
+    "spark_kafka_jars",
+]
 
 POMS = Path(__file__).parent / "maven"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "splitsource"
@@ -46,6 +53,12 @@ def fetch_jars(pom: Path) -> list[Path]:
 def kafka_broker_jars() -> list[Path]:
     """Apache Kafka 4.3.1 (the broker, KRaft mode) and its dependencies."""
     return fetch_jars(POMS / "kafka-broker.xml")
+
+
+def kafka_tools_jars() -> list[Path]:
+    """Apache Kafka 4.3.1's command-line tools (``kafka-topics.sh``), without the jars
+    :func:`kafka_broker_jars` already has."""
+    return fetch_jars(POMS / "kafka-tools.xml")
 
 
 def spark_kafka_jars() -> list[Path]:
