@@ -49,6 +49,7 @@ _MARKERS_OF_FIXTURES = {
     "splitsource_cluster_spark": "cluster",
     "jobs": "spark",
     "kafka_broker": "kafka",
+    "pages_broker": "kafka",
     "postgres": "postgres",
     "postgres_database": "postgres",
     "s3": "s3",
@@ -89,6 +90,8 @@ _WORKER_GROUPS = {
     # A Connect server listens on port 15002: one at a time.
     "tests/test_connect.py::": "connect-port-15002",
     "tests/test_docs.py::test_the_deploying_page_starts_servers": "connect-port-15002",
+    # The Kafka pages' broker listens on ports 9092 and 9093, started once for the module.
+    "tests/test_docs_kafka.py::": "kafka-port-9092",
     # The module's tests share one standalone cluster.
     "tests/test_standalone.py::": "standalone",
 }

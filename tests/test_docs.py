@@ -28,11 +28,7 @@ from sources.spark.partitions import arrow_schema
 from sources.testing import parse_ddl
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from pyspark.sql import SparkSession
-
-    from helpers.kafka_broker import KafkaBroker
 
 DOCS = Path(__file__).parent.parent / "docs"
 _BLOCK = r"^([ \t]*)```{language}\n(.*?)^\1```$"
@@ -184,7 +180,8 @@ def test_the_tutorial_builds_a_project_that_runs_and_passes_its_tests(
     ],
 )
 def test_a_user_guide_runs_top_to_bottom(spark: SparkSession, page: str) -> None:
-    """The pages whose examples need no outside system (the Kafka page's need a broker)."""
+    """The pages whose examples need no outside system (the Kafka pages run in
+    test_docs_kafka.py, against the broker kafka.md starts)."""
     path = DOCS / page
     assert python_blocks(path)
     module = run_as_one_module(path)
@@ -244,38 +241,6 @@ def test_the_troubleshooting_page_says_what_an_unactivated_environment_gives(
     (said, *_) = code_blocks(page, "text")
     assert said.strip() in result.stdout, result.stdout + result.stderr[-3000:]
     assert "AFTER REGISTER 2" in result.stdout, result.stderr[-3000:]
-
-
-@pytest.mark.spark
-@pytest.mark.kafka
-def test_the_hybrid_page_runs_against_the_broker(
-    spark: SparkSession,
-    kafka_broker: KafkaBroker,
-    topic: Callable[..., str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Its example produces to a topic, archives part of it and streams archive then topic."""
-    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_broker.bootstrap)
-    monkeypatch.setenv("DEMO_TOPIC", topic(partitions=1))
-    monkeypatch.setenv("DEMO_DIR", str(tmp_path))
-    module = run_as_one_module(DOCS / "hybrid.md")
-    assert module.spark is spark
-
-
-@pytest.mark.spark
-@pytest.mark.kafka
-def test_the_event_time_page_runs_against_the_broker(
-    spark: SparkSession,
-    kafka_broker: KafkaBroker,
-    topic: Callable[..., str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Its example produces a skewed hour to a topic and reads it aligned, dropping nothing."""
-    monkeypatch.setenv("KAFKA_BOOTSTRAP", kafka_broker.bootstrap)
-    monkeypatch.setenv("DEMO_TOPIC", topic(partitions=2))
-    module = run_as_one_module(DOCS / "event-time.md")
-    assert module.dropped == 0
 
 
 @pytest.mark.cluster
