@@ -15,6 +15,7 @@ from enumerators.base import (
     ReadMode,
     SplitEnumerator,
 )
+from enumerators.record_index import RecordIndex, RecordsFound, RecordsWanted
 from enumerators.static import StaticSplitEnumerator
 
 __all__ = [
@@ -24,6 +25,9 @@ __all__ = [
     "EventTimeIndex",
     "PeriodicSplitEnumerator",
     "ReadMode",
+    "RecordIndex",
+    "RecordsFound",
+    "RecordsWanted",
     "SplitEnumerator",
     "StaticSplitEnumerator",
 ]

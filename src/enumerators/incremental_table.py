@@ -35,7 +35,8 @@ from enumerators.base import (
     PeriodicSplitEnumerator,
     ReadMode,
 )
-from sources.errors import CorruptDataError
+from enumerators.record_index import RecordIndex, RecordsFound, RecordsWanted
+from sources.errors import CorruptDataError, SplitSourceError
 from sources.serialization import SimpleVersionedSerializer
 from sources.splits.incremental_table import (
     SPLIT_V1,
@@ -76,6 +77,11 @@ class BoundsQuery(Protocol):
         self, connection: Any, low: int, high: int, event_time: int
     ) -> int | None:
         """The lowest key in ``low .. high`` from which rows are at or after ``event_time``."""
+
+    def keys_ahead(
+        self, connection: Any, low: int, high: int, rows: int | None
+    ) -> tuple[int, int | None]:
+        """How many rows (at most ``rows``) lie in ``low .. high`` and the highest key of them."""
 
 
 class TableBounds(NamedTuple):
@@ -170,6 +176,7 @@ class IncrementalTableStateSerializer(SimpleVersionedSerializer[IncrementalTable
 class IncrementalTableEnumerator(
     PeriodicSplitEnumerator[KeyRangeSplit, IncrementalTableState, TableBounds],
     EventTimeIndex[KeyRangeSplit],
+    RecordIndex[KeyRangeSplit],
 ):
     """Cuts the keys up to the highest settled key into splits of ``split_size`` keys.
 
@@ -287,6 +294,30 @@ class IncrementalTableEnumerator(
             }
         finally:
             connection.close()
+
+    def records_ahead(
+        self, wanted: Mapping[str, RecordsWanted[KeyRangeSplit]]
+    ) -> Mapping[str, RecordsFound]:
+        """The rows ahead of each split's key, counted by the table's ``keys_ahead``."""
+        connection = self._table.connect()
+        try:
+            return {sid: self._ahead(connection, asked) for sid, asked in wanted.items()}
+        finally:
+            connection.close()
+
+    def _ahead(self, connection: Any, asked: RecordsWanted[KeyRangeSplit]) -> RecordsFound:
+        low, high = asked.start, asked.end - 1
+        rows, last = self._table.keys_ahead(connection, low, high, asked.records)
+        wrong_count = rows < 0 or (asked.records is not None and rows > asked.records)
+        if wrong_count or (rows > 0) != (last is not None) or not low <= (last or low) <= high:
+            raise SplitSourceError(
+                f"{type(self._table).__name__}.keys_ahead(low={low}, high={high}, "
+                f"rows={asked.records}) answered ({rows}, {last}); answer how many rows lie "
+                "in low .. high, at most rows, and the highest key among them (None if none)"
+            )
+        if last is None or rows != asked.records:
+            return RecordsFound(rows, asked.end)
+        return RecordsFound(rows, last + 1)
 
     def _cut(self, connection: Any, split: KeyRangeSplit, at: int, event_time: int) -> EventTimeCut:
         """Where ``split``, read up to ``at``, reaches ``event_time``: no cut when the rest of

@@ -91,6 +91,13 @@ class Source(ABC, Generic[SplitT, StateT]):
     """True if a split's positions count its records (numbers, Kafka offsets), so that
     ``maxRecordsPerTrigger`` can be applied; False for splits read whole (files)."""
 
+    records_indexed: ClassVar[bool] = False
+    """True if this source's enumerators are a :class:`~enumerators.record_index.RecordIndex`:
+    its positions do not count records (entry IDs, log sequence numbers, keys with gaps),
+    but its enumerator finds where a number of records ends, so record limits
+    (``maxRecordsPerTrigger``) apply to it as to counted positions. A source with neither
+    this nor :attr:`positions_count_records` refuses record limits at ``load()``."""
+
     proportional_record_limit: ClassVar[Option | None] = None
     """An option under Spark's name for a limit of records per micro-batch that Spark
     shares over splits in proportion to their backlogs (Kafka's ``maxOffsetsPerTrigger``),

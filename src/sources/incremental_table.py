@@ -190,6 +190,43 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
             low, high = (low, middle) if reached(middle) else (middle + 1, high)
         return low
 
+    def keys_ahead(
+        self, connection: Any, low: int, high: int, rows: int | None
+    ) -> tuple[int, int | None]:
+        """How many rows lie in ``low .. high`` (both inclusive), counted up to ``rows``
+        (``None``: all), and the highest key among the rows counted (``None`` if none).
+
+        Driver only, on the thread that plans micro-batches; called only when the source
+        sets ``records_indexed = True``, which lets a stream take ``maxRecordsPerTrigger``
+        though keys have gaps. Keep it to one query on the key's index (the ``rows``-th
+        key from ``low``), not a scan.
+
+        Raises
+        ------
+        NotImplementedError
+            The default: a source that sets ``records_indexed`` implements it.
+
+        Examples
+        --------
+        ``splitsource.sqlite`` implements it; keys 1, 5 and 9 hold rows:
+
+        >>> import sqlite3, tempfile
+        >>> from sources.sqlite import SqliteTableSource
+        >>> path = tempfile.mkdtemp() + "/orders.db"
+        >>> with sqlite3.connect(path) as db:
+        ...     _ = db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        ...     _ = db.executemany("INSERT INTO orders VALUES (?)", [(1,), (5,), (9,)])
+        >>> orders = SqliteTableSource(path, "orders", "id")
+        >>> connection = orders.connect()
+        >>> orders.keys_ahead(connection, 2, 100, rows=1), orders.keys_ahead(connection, 2, 9, None)
+        ((1, 5), (2, 9))
+        >>> connection.close()
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}.records_indexed is True, so it must implement "
+            "keys_ahead(connection, low, high, rows)"
+        )
+
     def create_enumerator(self, context: EnumeratorContext) -> IncrementalTableEnumerator:
         return self.restore_enumerator(context, IncrementalTableState())
 

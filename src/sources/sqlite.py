@@ -57,6 +57,7 @@ class SqliteTableSource(IncrementalTableSource):
         ),
         *IncrementalTableSource.options,
     )
+    records_indexed = True
     event_time_hint = (
         "set eventTimeColumn to a column of the table holding each row's time (integer "
         "milliseconds since the epoch or ISO-8601 text) that grows with the key"
@@ -153,6 +154,17 @@ class SqliteTableSource(IncrementalTableSource):
         key, table = quote_identifier(self.key_column), quote_identifier(self.table)
         low, high = connection.execute(f"SELECT min({key}), max({key}) FROM {table}").fetchone()
         return None if low is None else (low, high)
+
+    def keys_ahead(
+        self, connection: Any, low: int, high: int, rows: int | None
+    ) -> tuple[int, int | None]:
+        key, table = quote_identifier(self.key_column), quote_identifier(self.table)
+        counted, last = connection.execute(
+            f"SELECT count(*), max(k) FROM (SELECT {key} AS k FROM {table} "
+            f"WHERE {key} BETWEEN ? AND ? ORDER BY {key} LIMIT ?)",
+            (low, high, -1 if rows is None else rows),
+        ).fetchone()
+        return counted, last
 
     def read_range(self, connection: Any, low: int, high: int, schema: pa.Schema) -> pa.RecordBatch:
         columns = ", ".join(quote_identifier(name) for name in schema.names)

@@ -34,14 +34,17 @@ as idle depends on the clock; it only changes batches not planned yet.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from enumerators.base import EventTimeCut, EventTimeIndex
 from sources.split import SourceSplit
 
-__all__ = ["AlignedCut", "AlignmentSettings", "EventTimeAlignment"]
+__all__ = ["AlignedCut", "AlignmentSettings", "EventTimeAlignment", "RecordCounter"]
+
+RecordCounter = Callable[[Mapping[str, int]], int]
+"""The records from each split's position up to the end given for it, by split id."""
 
 _LOOKED_UP_KEPT = 65_536
 """Event times looked up, kept by split and position, while a batch waits for others."""
@@ -145,12 +148,15 @@ class EventTimeAlignment:
         known: Mapping[str, int],
         caught_up_splits_hold: bool,
         budget: int | None = None,
+        records: RecordCounter | None = None,
     ) -> AlignedCut:
         """How far each split of ``positions`` reads in the next batch.
 
         ``readable`` is how far each could be read, ``known`` the event times the start
         offset holds, ``budget`` the records the batch may read (``None``: no limit).
-        ``caught_up_splits_hold`` is False under ``Trigger.AvailableNow``.
+        ``caught_up_splits_hold`` is False under ``Trigger.AvailableNow``. ``records``
+        counts the records from the splits' positions up to given ends, more than the
+        budget once it knows there are; ``None`` counts positions.
         """
         now = time.monotonic()
         with_records = {sid for sid, (_, at) in positions.items() if readable[sid] > at}
@@ -172,7 +178,9 @@ class EventTimeAlignment:
 
         floor = min([*behind.values(), *held.values()])
         ceiling = min(held.values()) + self.settings.drift_ms if held else None
-        probe = _Probe(index, positions, readable, behind)
+        if records is None or budget is None:
+            records = _positions_between(positions)
+        probe = _Probe(index, positions, readable, behind, records)
         band = probe.at(floor + self.settings.drift_ms)
         fits = budget is None or band.count <= budget
         if fits:
@@ -248,6 +256,11 @@ class EventTimeAlignment:
         return found
 
 
+def _positions_between(positions: Mapping[str, tuple[SourceSplit, int]]) -> RecordCounter:
+    """Counts records as positions: where positions count records."""
+    return lambda ends: sum(end - positions[sid][1] for sid, end in ends.items())
+
+
 @dataclass(frozen=True)
 class _Band:
     """The records of every split behind one cut: how far each reads, and how many."""
@@ -269,11 +282,13 @@ class _Probe:
         positions: Mapping[str, tuple[SourceSplit, int]],
         readable: Mapping[str, int],
         behind: Mapping[str, int],
+        records: RecordCounter,
     ) -> None:
         self._index = index
         self._positions = positions
         self._readable = readable
         self._behind = behind
+        self._records = records
 
     def at(self, cut: int) -> _Band:
         asked = {sid: self._positions[sid] for sid, t in self._behind.items() if t < cut}
@@ -286,6 +301,6 @@ class _Probe:
             if answer is not None:
                 end = readable if answer.position is None else min(answer.position, readable)
             ends[split_id] = max(at, end)
-        count = sum(end - self._positions[sid][1] for sid, end in ends.items())
+        count = self._records(ends)
         complete = all(end >= self._readable[sid] for sid, end in ends.items())
         return _Band(cut, ends, answers, count, complete)

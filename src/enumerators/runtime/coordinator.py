@@ -37,13 +37,20 @@ from enumerators.base import (
     ReadMode,
     SplitEnumerator,
 )
-from enumerators.runtime.admission import Admission, AdmissionLimits
-from enumerators.runtime.alignment import AlignedCut, AlignmentSettings, EventTimeAlignment
+from enumerators.record_index import RecordIndex
+from enumerators.runtime.admission import Admission, AdmissionLimits, RecordSharing
+from enumerators.runtime.alignment import (
+    AlignedCut,
+    AlignmentSettings,
+    EventTimeAlignment,
+    RecordCounter,
+)
 from enumerators.runtime.available_now import AvailableNowTarget
 from enumerators.runtime.discovery import PeriodicDiscovery
 from enumerators.runtime.graceful_stop import GracefulStop
 from enumerators.runtime.offsets import SplitProgress, StreamOffset, split_deriver
 from enumerators.runtime.progress import LISTED_SPLITS, SourceReport
+from enumerators.runtime.record_cap import IndexedRange, RecordCap
 from enumerators.runtime.state_spill import INLINE_SPLITS_LIMIT, INLINE_STATE_LIMIT, StateSpill
 from enumerators.runtime.state_store import StateStore
 from sources.api import Source
@@ -162,28 +169,36 @@ class StreamCoordinator:
             )
         ends = self._readable_ends(enumerator, entries)
         self._replace_rewound(enumerator, entries, ends)
-        aligned = self._aligned(enumerator, entries, ends, start, limited)
+        cap_through_index = self._caps_through_index(entries, limited)
+        counter = self._record_counter(enumerator, entries) if cap_through_index else None
+        aligned = self._aligned(enumerator, entries, ends, start, limited, counter)
         reachable = ends if aligned is None else aligned.ends
         backlogs = {sid: max(0, reachable[sid] - e.position) for sid, e in entries.items()}
-
         counted = all(self._source.split_counts_records(e.split) for e in entries.values())
+        cap = self._record_cap(enumerator, entries, reachable) if cap_through_index else None
+        records = backlogs if cap is None else {**backlogs, **cap.backlogs(self._count_up_to())}
+
         waits = limited and self._mode is ReadMode.STREAM
-        if waits and self._admission.waits_for_more(new, backlogs):
+        if waits and self._admission.waits_for_more(new, records):
             enumerator.add_splits_back(new)
-            self._report_on(enumerator, entries, ends, {}, counted, aligned)
+            self._report_on(enumerator, entries, ends, None, counted, aligned)
             return start_json
         if aligned is not None and aligned.fits_budget:
-            grants = backlogs  # the cut already keeps the batch within its record budget
+            grants, cap = backlogs, None  # the cut already keeps the batch within its budget
+        elif cap is not None and self._admission.limits.max_records is None:
+            grants, cap = backlogs, None  # counted for minRecordsPerTrigger alone
         else:
-            grants = self._admission.grants(backlogs, limited, counted)
+            grants = self._admission.grants(records, limited, counted or cap is not None)
         if not new and not any(grants.values()):
-            self._report_on(enumerator, entries, ends, {}, counted, aligned)
+            self._report_on(enumerator, entries, ends, None, counted, aligned)
             return start_json
         if any(grants.values()):
             self._data_planned_at = time.monotonic()
 
         epoch = start.epoch + 1
         reached = {sid: entry.position + grants[sid] for sid, entry in entries.items()}
+        if cap is not None:
+            reached.update(cap.ends(grants))
         times = {} if aligned is None else aligned.next_times(self._positions(entries), reached)
         splits = {
             sid: self._progress(sid, entry, reached[sid], times.get(sid), entry is active.get(sid))
@@ -192,8 +207,69 @@ class StreamCoordinator:
         end_json = self._spill.offset(epoch, splits, enumerator.snapshot_state(epoch)).to_json()
         self._enumerator_at = end_json
         self._admission.batch_planned()
-        self._report_on(enumerator, entries, ends, grants, counted, aligned)
+        self._report_on(enumerator, entries, ends, reached, counted, aligned)
         return end_json
+
+    def _caps_through_index(self, entries: Mapping[str, _Active], limited: bool) -> bool:
+        """Whether this batch's record limit reaches splits whose positions do not count
+        records through the enumerator's :class:`RecordIndex`."""
+        limits = self._admission.limits
+        return (
+            limited
+            and (limits.max_records is not None or limits.min_records is not None)
+            and self._source.records_indexed
+            and not all(self._source.split_counts_records(e.split) for e in entries.values())
+        )
+
+    def _count_up_to(self) -> int | None:
+        """The records counted ahead of each split: as many as a batch may read or must
+        wait for; all of them where the budget is shared in proportion to the backlogs."""
+        limits = self._admission.limits
+        if limits.max_records is not None and limits.record_sharing is RecordSharing.PROPORTIONAL:
+            return None
+        return max(n for n in (limits.max_records, limits.min_records) if n is not None)
+
+    def _record_cap(
+        self,
+        enumerator: SplitEnumerator[Any, Any],
+        entries: Mapping[str, _Active],
+        ends: Mapping[str, int],
+    ) -> RecordCap:
+        """Counts the records of ``entries`` whose positions do not count them, up to
+        ``ends``, through the enumerator."""
+        if not isinstance(enumerator, RecordIndex):
+            raise SplitSourceError(
+                f"{self._name} says its records are indexed (records_indexed), but its "
+                f"enumerator {type(enumerator).__name__} is no RecordIndex; implement "
+                "records_ahead, or set records_indexed = False"
+            )
+        return RecordCap(
+            enumerator,
+            {
+                sid: IndexedRange(entries[sid].split, entries[sid].position, end)
+                for sid, end in ends.items()
+                if not self._source.split_counts_records(entries[sid].split)
+            },
+        )
+
+    def _record_counter(
+        self, enumerator: SplitEnumerator[Any, Any], entries: Mapping[str, _Active]
+    ) -> RecordCounter:
+        """What an event-time cut counts its records with: positions where they count
+        records, the enumerator's answers (up to one more than the budget) elsewhere."""
+        budget = self._admission.limits.max_records
+
+        def count(ends: Mapping[str, int]) -> int:
+            indexed = self._record_cap(enumerator, entries, ends).backlogs(
+                None if budget is None else budget + 1
+            )
+            return sum(indexed.values()) + sum(
+                end - entries[sid].position
+                for sid, end in ends.items()
+                if self._source.split_counts_records(entries[sid].split)
+            )
+
+        return count
 
     def _progress(
         self, split_id: str, entry: _Active, reached: int, time: int | None, carried: bool
@@ -214,6 +290,7 @@ class StreamCoordinator:
         ends: Mapping[str, int],
         start: StreamOffset,
         limited: bool,
+        records: RecordCounter | None,
     ) -> AlignedCut | None:
         """The batch's ends cut in event time, if the stream is aligned; a batch without a
         record budget (``limited`` False, or no record limit given) reads everything
@@ -241,6 +318,7 @@ class StreamCoordinator:
             known,
             caught_up_splits_hold=self._mode is ReadMode.STREAM,
             budget=self._admission.limits.max_records if limited else None,
+            records=records,
         )
 
     @staticmethod
@@ -252,12 +330,14 @@ class StreamCoordinator:
         enumerator: SplitEnumerator[Any, Any],
         entries: Mapping[str, _Active],
         ends: Mapping[str, int],
-        grants: Mapping[str, int],
+        reached: Mapping[str, int] | None,
         counts_records: bool,
         aligned: AlignedCut | None,
     ) -> None:
-        """Keep what :meth:`report` gives for the planning call that just ended."""
-        reached = {sid: entry.position + grants.get(sid, 0) for sid, entry in entries.items()}
+        """Keep what :meth:`report` gives for the planning call that just ended; ``reached``
+        is None when no batch was planned (every split stays where it is)."""
+        if reached is None:
+            reached = self._positions(entries)
         self._report = SourceReport(
             source=self._name,
             latest=dict(ends),

@@ -161,7 +161,7 @@ def check_stream_options(source: Source[Any, Any], options: Options) -> None:
             "shares the limit over partitions in proportion to their backlogs, as Spark "
             "does, maxRecordsPerTrigger shares it max-min fairly",
         )
-    if source.positions_count_records:
+    if source.positions_count_records or source.records_indexed:
         return
     for name in _RECORD_OPTIONS:
         if options[name] is not None:
