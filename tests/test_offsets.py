@@ -27,6 +27,9 @@ from sources.splits.rate import RateSplit, RateSplitSerializer
 
 GOLDEN = Path(__file__).parent / "golden"
 
+positions = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**160), 2**160))
+"""Positions are integers of any size: 64-bit offsets and 128-bit IDs (``ms << 64 | seq``)."""
+
 offsets = st.builds(
     StreamOffset,
     epoch=st.integers(0, 2**63 - 1),
@@ -35,7 +38,7 @@ offsets = st.builds(
         st.builds(
             SplitProgress,
             st.binary(max_size=64),
-            st.integers(-(2**63), 2**63 - 1),
+            positions,
             st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
         ),
         max_size=8,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode
-from enumerators.runtime.offsets import StreamOffset, split_deriver
+from enumerators.runtime.offsets import SplitProgress, StreamOffset, split_deriver
 from readers.base import SplitReader, SplitsAddition
 from sources.api import Source
 from sources.errors import SerializationError
@@ -44,11 +46,13 @@ __all__ = [
     "ONE_SPLIT_PER_TRIGGER",
     "SPLITS",
     "WAKEUP_LATENCY",
+    "Contract",
     "GoldenFile",
     "append_everywhere",
     "assert_same_rows",
     "check_bounded_read",
     "check_exactly_once",
+    "check_positions_in_offsets",
     "check_round_trips",
     "check_same_initial_offset",
     "check_wakeups",
@@ -101,22 +105,58 @@ def check_bounded_read(
     context: ConformanceContext, spark: SparkSession, options: Mapping[str, Any]
 ) -> None:
     """``read_all`` and a bounded ``spark.read`` with ``options`` give the expected rows."""
-    context.check_rows(rows_of(context, read_all(context.source_class, options).to_pylist()))
+    check_exactly_once(context, read_all(context.source_class, options).to_pylist(), _BOUNDED)
     register(spark, context.source_class)
     given = {key: str(value) for key, value in options.items()}
     frame_ = spark.read.format(context.source_class.format_name()).options(**given).load()
-    context.check_rows(rows_of(context, records_of(frame_.collect())))
+    check_exactly_once(context, records_of(frame_.collect()), _BOUNDED)
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What a case holds a source to, and the likely cause of each way it can fail."""
+
+    promise: str
+    if_lost: str
+    """The likely cause when rows are missing."""
+    if_repeated: str
+    """The likely cause when rows are read twice (or rows read were never expected)."""
 
 
 def check_exactly_once(
-    context: ConformanceContext, records: Iterable[Mapping[str, Any]], contract: str
+    context: ConformanceContext, records: Iterable[Mapping[str, Any]], contract: Contract
 ) -> None:
-    """The context's check of ``records``; a failure also names the broken ``contract`` and
-    its likely causes."""
+    """The context's check of ``records``; a failure also says the broken ``contract`` and
+    the likely cause of what was seen: rows lost, rows repeated, or both."""
+    rows = rows_of(context, records)
     try:
-        context.check_rows(rows_of(context, records))
+        context.check_rows(rows)
     except AssertionError as error:
-        raise AssertionError(f"{error}\n{contract}") from None
+        causes = [contract.if_lost, contract.if_repeated]
+        with contextlib.suppress(NotImplementedError):
+            found, wanted = Counter(rows), Counter(context.expected_rows())
+            causes = [
+                cause
+                for cause, seen in (
+                    (contract.if_lost, wanted - found),
+                    (contract.if_repeated, found - wanted),
+                )
+                if seen
+            ] or causes
+        likely = " Or: ".join(causes)
+        raise AssertionError(
+            f"{error}\nContract: {contract.promise}\nLikely cause: {likely}"
+        ) from None
+
+
+_BOUNDED = Contract(
+    "a bounded read gives every record of every split once.",
+    if_lost="the split reader stops before a split's end position, drops a range's last "
+    "record, or reports a split finished early (fetch; the split_ranges case checks ranges "
+    "without Spark); or the enumerator hands out fewer splits than the input has.",
+    if_repeated="the split reader reads past a split's end position (fetch), or the "
+    "enumerator hands out a split twice.",
+)
 
 
 def sink_stream(context: ConformanceContext, spark: SparkSession, directory: Path) -> SinkStream:
@@ -184,6 +224,36 @@ def check_round_trips(
         data = frame(serializer, value)
         assert unframe(serializer, data, what) == value
         assert frame(serializer, value) == data, f"{what} framed to other bytes the second time"
+
+    round_trip()
+
+
+def check_positions_in_offsets(source: Source[Any, Any], splits: SearchStrategy[Any]) -> None:
+    """Every split of ``splits``, in flight at its start and at its end position, survives an
+    offset's trip through Spark's offset log (JSON): positions are integers of any size."""
+    serializer = source.split_serializer()
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(split=splits)
+    def round_trip(split: SourceSplit) -> None:
+        end = split.end_position()
+        for position in (
+            split.start_position(),
+            split.start_position() + 1 if end is None else end,
+        ):
+            if not isinstance(position, int) or isinstance(position, bool):
+                raise AssertionError(
+                    f"{type(split).__name__} gave the position {position!r}; positions are "
+                    "integers (of any size: pack an ID of two numbers as one, such as "
+                    "ms << 64 | seq)"
+                )
+            offset = StreamOffset(
+                1, {split.split_id: SplitProgress(frame(serializer, split), position)}
+            )
+            again = StreamOffset.from_json(logged(offset.to_json()), source.format_name())
+            assert again.splits == offset.splits, (
+                f"split {split!r} at {position} changed in an offset"
+            )
 
     round_trip()
 

@@ -64,10 +64,12 @@ from sources.testing.cases import (
     JOB_TIMEOUT,
     ONE_SPLIT_PER_TRIGGER,
     SPLITS,
+    Contract,
     append_everywhere,
     assert_same_rows,
     check_bounded_read,
     check_exactly_once,
+    check_positions_in_offsets,
     check_round_trips,
     check_same_initial_offset,
     check_wakeups,
@@ -82,6 +84,7 @@ from sources.testing.cases import (
     without,
 )
 from sources.testing.context import Case, ConformanceContext
+from sources.testing.contracts import check_enumerator_checkpoint, check_split_ranges
 from sources.testing.faults import kill_once_source
 from sources.testing.jobs import Job, job_env, job_settings, workers_import_path
 from sources.testing.planning import logged, next_batch, read_partitions, stream_reader
@@ -144,6 +147,20 @@ class SourceConformanceSuite:
         ):
             pytest.skip(f"{context.source_class.format_name()} does not support spark.read")
 
+    # --- contracts checked without Spark, first: they fail fast and name the method --
+
+    def test_split_ranges(self, context: ConformanceContext, tmp_path: Path) -> None:
+        """Each range of a stream's first micro-batch gives the same records read whole and
+        read as two halves; where positions count records, one record per position."""
+        self.skip_unsupported(Case.SPLIT_RANGES, context)
+        check_split_ranges(context, stream_test_options(context, tmp_path))
+
+    def test_enumerator_checkpoint(self, context: ConformanceContext) -> None:
+        """An enumerator restored from a snapshot taken after it handed out a split hands out
+        the splits it still had, and not that one."""
+        self.skip_unsupported(Case.ENUMERATOR_CHECKPOINT, context)
+        check_enumerator_checkpoint(context, context.create_input(SPLITS))
+
     # --- bounded reads --------------------------------------------------------
 
     @pytest.mark.spark
@@ -200,10 +217,16 @@ class SourceConformanceSuite:
         check_exactly_once(
             context,
             stream.records(),
-            "Contract: a stream stopped and resumed reads each record once. Likely cause: "
-            "snapshot_state leaves out splits not handed out yet (here one split was admitted "
-            "per micro-batch, so the others waited in the checkpoint), or restore_enumerator "
-            "does not bring them back.",
+            Contract(
+                "a stream stopped and resumed reads each record once.",
+                if_lost="snapshot_state leaves out splits not handed out yet (here one split "
+                "was admitted per micro-batch, so the others waited in the checkpoint), or "
+                "restore_enumerator does not bring them back (the enumerator_checkpoint case "
+                "checks both without Spark).",
+                if_repeated="the split reader reads past the end of the ranges it is given "
+                "(the split_ranges case checks it without Spark), or restore_enumerator hands "
+                "out again a split that was being read.",
+            ),
         )
 
     @pytest.mark.spark
@@ -226,10 +249,15 @@ class SourceConformanceSuite:
         check_exactly_once(
             context,
             stream.records(),
-            "Contract: a micro-batch's ranges read the same records however they are packed "
-            "into tasks, and a replayed batch reads its logged ranges again. Likely cause: the "
-            "split reader keeps positions across the splits of one task (here 4, then 1 task, "
-            "then a task per split), or reads past the end position it was given.",
+            Contract(
+                "a micro-batch's ranges read the same records however they are packed into "
+                "tasks, and a replayed batch reads its logged ranges again.",
+                if_lost="the split reader keeps positions across the splits of one task (here "
+                "4, then 1 task, then a task per split), or stops before a range's end.",
+                if_repeated="the split reader reads past the end position it was given, or "
+                "keeps positions across the splits of one task (here 4, then 1 task, then a "
+                "task per split).",
+            ),
         )
 
     # --- kills ----------------------------------------------------------------
@@ -295,10 +323,16 @@ class SourceConformanceSuite:
         check_exactly_once(
             context,
             stream.records(),
-            "Contract: after a driver is killed, the logged, uncommitted micro-batch is "
-            "planned again from its offsets alone, and the restored enumerator goes on from "
-            "its checkpoint. Likely cause: planning or the enumerator's state depends on "
-            "what the killed driver held in memory, not on the offset.",
+            Contract(
+                "after a driver is killed, the logged, uncommitted micro-batch is planned "
+                "again from its offsets alone, and the restored enumerator goes on from its "
+                "checkpoint.",
+                if_lost="the enumerator's state (snapshot_state, restore_enumerator) depends "
+                "on what the killed driver held in memory, not on the offset.",
+                if_repeated="planning depends on what the killed driver held in memory (a "
+                "replayed batch read other ranges), or restore_enumerator hands out again a "
+                "split that was being read.",
+            ),
         )
 
     @pytest.mark.spark
@@ -325,20 +359,25 @@ class SourceConformanceSuite:
         check_exactly_once(
             context,
             stream.records(),
-            "Contract: a retried task reads exactly its range again. Likely cause: the split "
-            "reader resumes from something kept outside the split it is given (a consumer "
-            "group's committed offset, a cursor in a shared place).",
+            Contract(
+                "a retried task reads exactly its range again.",
+                if_lost="the split reader resumes from something kept outside the split it is "
+                "given (a consumer group's committed offset, a cursor in a shared place).",
+                if_repeated="the split reader reads more than its range when it starts again "
+                "(it resumes from a position kept outside the split it is given).",
+            ),
         )
 
     # --- serializers ----------------------------------------------------------
 
     def test_serializer_round_trip(self, context: ConformanceContext) -> None:
         """Any split and any state survive frame and unframe, and frame to the same bytes
-        twice."""
+        twice; any split survives an offset at its start and end positions."""
         self.skip_unsupported(Case.SERIALIZER_ROUND_TRIP, context)
         source = source_of(context, context.create_input(1))
         check_round_trips(source.split_serializer(), context.splits(), "a split")
         check_round_trips(source.enumerator_state_serializer(), context.states(), "a state")
+        check_positions_in_offsets(source, context.splits())
 
     def test_golden_files(self, context: ConformanceContext) -> None:
         """The golden files of today's serializer versions read as the context's golden values;

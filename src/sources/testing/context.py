@@ -31,6 +31,12 @@ class Case(enum.StrEnum):
     >>> unsupported = {Case.OLDER_VERSIONS: "only version 1 exists"}
     """
 
+    SPLIT_RANGES = "split_ranges"
+    """Each range of a micro-batch read whole and in two halves gives the same records (no
+    Spark): a failure names the reader's ``fetch``."""
+    ENUMERATOR_CHECKPOINT = "enumerator_checkpoint"
+    """An enumerator restored after handing out a split hands out the pending ones and not
+    that one (no Spark): a failure names ``snapshot_state`` or ``restore_enumerator``."""
     SINGLE_SPLIT = "single_split"
     """A bounded ``spark.read`` (and ``read_all``) of one split gives the expected rows."""
     MULTIPLE_SPLITS = "multiple_splits"

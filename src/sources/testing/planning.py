@@ -50,7 +50,8 @@ def next_batch(
     reader: SplitSourceStreamReader, start: Mapping[str, Any], timeout: float = 60.0
 ) -> dict[str, Any]:
     """The end offset of the next micro-batch with data after ``start``, waiting for a
-    discovery on the reader's background thread if need be."""
+    discovery on the reader's background thread if need be; the caller knows the input has
+    records not read yet."""
     limit = reader.getDefaultReadLimit()
     deadline = time.monotonic() + timeout
     while True:
@@ -58,7 +59,13 @@ def next_batch(
         if end != start:
             return end
         if time.monotonic() > deadline:
-            raise AssertionError(f"no micro-batch after {start} within {timeout:.0f}s")
+            raise AssertionError(
+                f"expected a micro-batch after epoch {start.get('epoch')}, as the input has "
+                f"records not read yet; for {timeout:.0f}s latestOffset returned its start "
+                "instead: the enumerator handed out no new split (next_splits, after "
+                "discover_more_splits for a periodic one) and no split in flight could be "
+                "read further (latest_positions, for unbounded splits)"
+            )
         time.sleep(0.05)
 
 

@@ -1,0 +1,128 @@
+"""The author kit catches seeded bugs in a source with opaque positions, without Spark, and
+its first line names the method that is wrong.
+
+The source is ``splitsource.sqlite`` over keys with gaps, read with
+``maxRecordsPerTrigger`` through its ``keys_ahead`` (the context of
+``test_sqlite_conformance``, whose suite it passes); each seeded version breaks one method.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from enumerators import EnumeratorContext
+from enumerators.incremental_table import (
+    IncrementalTableEnumerator,
+    IncrementalTableState,
+)
+from sources.sqlite import SqliteTableSource
+from sources.testing.cases import stream_test_options
+from sources.testing.context import ConformanceContext
+from sources.testing.contracts import check_enumerator_checkpoint, check_split_ranges
+from test_sqlite_conformance import SqliteContext
+
+
+class RepeatsTheNextRow(SqliteTableSource):
+    """read_range reads the first row after its range too."""
+
+    name = "sqlite_repeats"
+
+    def read_range(self, connection: Any, low: int, high: int, schema: pa.Schema) -> Any:
+        (after,) = connection.execute(
+            "SELECT coalesce(min(id), ?) FROM events WHERE id > ?", (high, high)
+        ).fetchone()
+        return super().read_range(connection, low, after, schema)
+
+
+class DropsTheLastRow(SqliteTableSource):
+    """read_range leaves out its range's last row."""
+
+    name = "sqlite_drops"
+
+    def read_range(self, connection: Any, low: int, high: int, schema: pa.Schema) -> Any:
+        batch = super().read_range(connection, low, high, schema)
+        return batch.slice(0, max(0, batch.num_rows - 1))
+
+
+class RestoresFromScratch(SqliteTableSource):
+    """restore_enumerator ignores the state: it hands out every split again."""
+
+    name = "sqlite_from_scratch"
+
+    def restore_enumerator(
+        self, context: EnumeratorContext, state: IncrementalTableState
+    ) -> IncrementalTableEnumerator:
+        return super().restore_enumerator(context, IncrementalTableState())
+
+
+class ForgetfulEnumerator(IncrementalTableEnumerator):
+    """snapshot_state gives the state it had before it handed out any split."""
+
+    first: IncrementalTableState | None = None
+
+    def snapshot_state(self, checkpoint_id: int) -> IncrementalTableState:
+        self.first = self.first or super().snapshot_state(checkpoint_id)
+        return self.first
+
+
+class SnapshotsTooEarly(SqliteTableSource):
+    name = "sqlite_too_early"
+
+    def restore_enumerator(
+        self, context: EnumeratorContext, state: IncrementalTableState
+    ) -> IncrementalTableEnumerator:
+        return ForgetfulEnumerator(self, context, self.split_size, self.settle_delay, state)
+
+
+def context_of(source: type[SqliteTableSource], directory: Path) -> ConformanceContext:
+    seeded = type(f"{source.__name__}Context", (SqliteContext,), {"source_class": source})
+    context: ConformanceContext = seeded(directory)
+    return context
+
+
+def first_line(check: Any, *args: Any) -> str:
+    with pytest.raises(AssertionError) as caught:
+        check(*args)
+    return str(caught.value).splitlines()[0]
+
+
+def test_the_kit_passes_the_source_itself(tmp_path: Path) -> None:
+    context = context_of(SqliteTableSource, tmp_path)
+    check_split_ranges(context, stream_test_options(context, tmp_path))
+    check_enumerator_checkpoint(context, context.create_input(4))
+
+
+@pytest.mark.parametrize(
+    ("seeded", "named"),
+    [
+        (RepeatsTheNextRow, "RepeatsTheNextRow.read_range reads past the end of the range"),
+        (DropsTheLastRow, "DropsTheLastRow.read_range drops records at the ends of the range"),
+    ],
+)
+def test_a_reader_that_reads_a_range_wrong_is_named_on_the_first_line(
+    tmp_path: Path, seeded: type[SqliteTableSource], named: str
+) -> None:
+    context = context_of(seeded, tmp_path)
+    assert first_line(
+        check_split_ranges, context, stream_test_options(context, tmp_path)
+    ).startswith(named)
+
+
+@pytest.mark.parametrize(
+    ("seeded", "named"),
+    [
+        (RestoresFromScratch, "RestoresFromScratch.restore_enumerator hands out split"),
+        (SnapshotsTooEarly, "snapshot_state does not record that next_splits handed out"),
+    ],
+)
+def test_a_checkpoint_that_hands_a_split_out_twice_names_the_wrong_method_first(
+    tmp_path: Path, seeded: type[SqliteTableSource], named: str
+) -> None:
+    context = context_of(seeded, tmp_path)
+    assert first_line(check_enumerator_checkpoint, context, context.create_input(4)).startswith(
+        named
+    )
