@@ -17,6 +17,7 @@ splitsource raises. The other rooms:
 
 from sources.api import FORMAT_PREFIX, Source
 from sources.errors import (
+    ConnectorError,
     CorruptDataError,
     CorruptFileError,
     DataLossError,
@@ -45,6 +46,7 @@ from sources.split import Boundedness, SourceSplit
 __all__ = [
     "FORMAT_PREFIX",
     "Boundedness",
+    "ConnectorError",
     "CorruptDataError",
     "CorruptFileError",
     "DataLossError",

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "ConnectorError",
     "CorruptDataError",
     "CorruptFileError",
     "DataLossError",
@@ -160,11 +161,20 @@ class DirectoryLayoutError(SplitSourceError, ValueError):
     """The directories below a path do not form one table of partitions, as Spark requires."""
 
 
+class ConnectorError(SplitSourceError, RuntimeError):
+    """A connector's own code raised an unexpected error where Spark called it.
+
+    The message's first line names the method (``RedisEnumerator.next_splits``), the
+    format and the error; the lines after it show where in the connector it was raised.
+    The cause is chained. Fix the connector, or what it reached (a server, a file).
+    """
+
+
 class DiscoveryError(SplitSourceError, RuntimeError):
     """Finding new splits failed on the driver.
 
-    Raised by a stream when ``discover_more_splits`` raised; the cause is
-    chained. Fix access to the outside system and restart the query.
+    Raised when ``discover_more_splits`` raised, by a stream and by ``spark.read``
+    alike; the cause is chained. Fix access to the outside system and read again.
     """
 
 

@@ -16,6 +16,7 @@ import pyarrow as pa
 from enumerators import (
     CompletedCheckpoint,
     EnumeratorContext,
+    PeriodicSplitEnumerator,
     SplitEnumerator,
     StaticSplitEnumerator,
 )
@@ -163,6 +164,57 @@ class WrongSchemaSource(ProbeSource):
 
     def rows(self, split: ProbeSplit) -> dict[str, list[Any]]:
         return {"value": ["not a number"]}
+
+
+class UnreachableEnumerator(PeriodicSplitEnumerator[ProbeSplit, list[ProbeSplit], None]):
+    """Finds its splits on a server that refuses connections."""
+
+    def discover_more_splits(self) -> None:
+        raise ConnectionRefusedError("[Errno 111] Connection refused (127.0.0.1:1)")
+
+    def handle_discovered_splits(self, discovered: None) -> None:
+        """Nothing is ever discovered."""
+
+    def next_splits(self, max_splits: int | None = None) -> list[ProbeSplit]:
+        return []
+
+    def is_end_of_input(self) -> bool:
+        return False
+
+    def add_splits_back(self, splits: Any) -> None:
+        """Nothing is handed out."""
+
+    def snapshot_state(self, checkpoint_id: int) -> list[ProbeSplit]:
+        return []
+
+
+class UnreachableSource(ProbeSource):
+    """Its enumerator's discovery fails: a server that refuses connections."""
+
+    name = "unreachable"
+    supported_boundedness: ClassVar = frozenset(Boundedness)
+
+    def schema(self) -> str:
+        return "value BIGINT"
+
+    def create_enumerator(self, context: EnumeratorContext) -> UnreachableEnumerator:
+        return UnreachableEnumerator()
+
+    def restore_enumerator(
+        self, context: EnumeratorContext, state: list[ProbeSplit]
+    ) -> UnreachableEnumerator:
+        return UnreachableEnumerator()
+
+
+class BrokenSchemaSource(ProbeSource):
+    """Its schema() fails as a bug would: a key missing from a dictionary."""
+
+    name = "brokenschema"
+    supported_boundedness: ClassVar = frozenset(Boundedness)
+
+    def schema(self) -> str:
+        columns: dict[str, str] = {}
+        return columns["value"]
 
 
 class StreamOnlySource(WhereAmISource):
