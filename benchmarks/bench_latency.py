@@ -27,7 +27,9 @@ rate the producer itself cannot reach ends the search for every reader ("produce
 
 ``--soak MINUTES`` instead runs ``splitsource.rate`` (``--soak-rate`` rows/s, a 1 s
 trigger, a Parquet sink, ``stateLocation``) for that long and prints the median batch
-duration of each minute and the last minute's over the second's (goal: at most 1.10).
+duration of each minute, with the median of each of its parts (what grows shows where),
+and the last minute's over the second's (goal: at most 1.10); ``--soak-anchor`` then runs
+Spark's own ``rate`` source into the same kind of sink as long, for comparison.
 
 Run it from the project root::
 
@@ -383,34 +385,56 @@ def max_rates(
                 print(f"  ratio {name}/spark sustained rate: {ratio:.2f}")
 
 
+SOAK_PHASES = ("latestOffset", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
+
+
 def soak(spark: SparkSession, args: argparse.Namespace, root: Path) -> None:
+    """``splitsource.rate`` into Parquet for ``--soak`` minutes, then, with
+    ``--soak-anchor``, Spark's own ``rate`` source into the same kind of sink as long: the
+    median of each part of a batch, minute by minute, and each run's last minute over its
+    second."""
     register(spark, RateSource)
-    query = (
-        spark.readStream.format(RateSource.format_name())
-        .option("rowsPerSecond", args.soak_rate)
-        .option("stateLocation", str(root / "soak-state"))
-        .load()
-        .writeStream.format("parquet")
-        .option("path", str(root / "soak-out"))
-        .option("checkpointLocation", str(root / "soak-checkpoint"))
-        .trigger(processingTime="1 second")
-        .start()
-    )
+    runs = [("splitsource.rate", RateSource.format_name())]
+    if args.soak_anchor:
+        runs.append(("spark rate", "rate"))
+    for label, source in runs:
+        reader = spark.readStream.format(source).option("rowsPerSecond", args.soak_rate)
+        if source != "rate":
+            reader = reader.option("stateLocation", str(root / f"soak-state-{source}"))
+        query = (
+            reader.load()
+            .writeStream.format("parquet")
+            .option("path", str(root / f"soak-out-{source}"))
+            .option("checkpointLocation", str(root / f"soak-checkpoint-{source}"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
+        print(f"{label}: median ms per minute of " + ", ".join(SOAK_PHASES), flush=True)
+        try:
+            minutes = soak_minutes(query, args.soak)
+        finally:
+            query.stop()
+        if len(minutes) >= 2:
+            ratio = minutes[-1] / minutes[1]
+            print(f"{label}: last minute / minute two median batch: {ratio:.2f}", flush=True)
+
+
+def soak_minutes(query: Any, count: int) -> list[float]:
+    """The median batch of each of ``count`` minutes of ``query``, printed with its parts."""
     began = time.time() * 1000
     minutes: list[float] = []
-    try:
-        for minute in range(1, args.soak + 1):
-            time.sleep(60)
-            until = began + minute * 60_000
-            durations = [
-                b["triggerExecution"] for b in batches_between(query, until - 60_000, until)
-            ]
-            minutes.append(statistics.median(durations) if durations else float("nan"))
-            print(f"  minute {minute:>3}: {len(durations)} batches, median {minutes[-1]:.0f} ms")
-    finally:
-        query.stop()
-    if len(minutes) >= 2:
-        print(f"soak last minute / minute two median batch: {minutes[-1] / minutes[1]:.2f}")
+    for minute in range(1, count + 1):
+        time.sleep(max(0.0, began / 1000 + minute * 60 - time.time()))
+        until = began + minute * 60_000
+        batches = batches_between(query, until - 60_000, until)
+        medians = [
+            statistics.median(b.get(phase, 0) for b in batches) if batches else float("nan")
+            for phase in SOAK_PHASES
+        ]
+        minutes.append(medians[-1])
+        parts = " ".join(f"{m:>6.0f}" for m in medians)
+        print(f"  minute {minute:>3}: {len(batches):>3} batches, {parts}", flush=True)
+    return minutes
 
 
 def parse_args() -> argparse.Namespace:
@@ -426,6 +450,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--step-seconds", type=float, default=60.0)
     parser.add_argument("--soak", type=int, default=0, help="minutes of the soak (0: none)")
     parser.add_argument("--soak-rate", type=int, default=20_000)
+    parser.add_argument(
+        "--soak-anchor", action="store_true", help="then as long with Spark's own rate source"
+    )
     args = parser.parse_args()
     args.rates = [int(rate) for rate in args.rates.split(",") if rate]
     args.triggers = [trigger.strip() for trigger in args.triggers.split(",") if trigger]
