@@ -102,6 +102,21 @@ def test_offsets_handoff_over_an_archive_without_offsets_fails_at_load(tmp_path:
         ArchiveThenKafkaSource.from_spark_options(options("127.0.0.1:1", "t", path))
 
 
+def test_offsets_handoff_over_an_archive_whose_topic_is_binary_fails_at_load(
+    tmp_path: Path,
+) -> None:
+    """Binary topics would match no Kafka topic name, and Kafka would start at
+    live.startingOffsets instead of one past the archive."""
+    table = pa.table(
+        {"topic": pa.array([b"t"]), "partition": pa.array([0], pa.int32()), "offset": [1]}
+    )
+    path = _files(tmp_path / "a", table)
+    with pytest.raises(
+        InvalidOptionError, match=r"'handoff'.*has it as BINARY; write the topic as a string"
+    ):
+        ArchiveThenKafkaSource.from_spark_options(options("127.0.0.1:1", "t", path))
+
+
 def test_timestamp_handoff_over_an_archive_without_timestamps_fails_at_load(tmp_path: Path) -> None:
     path = _offsets_archive(tmp_path / "a")
     with pytest.raises(

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from enumerators.base import ReadMode
@@ -97,6 +98,18 @@ class ArchiveThenKafkaSource(HybridSource):
                     if self.handoff == "offsets"
                     else "use handoff=offsets if it has topic, partition and offset"
                 ),
+            )
+        archive = self.stage_schema(0)
+        topic = archive.field("topic").type if "topic" in archive.names else pa.string()
+        textual = pa.types.is_string(topic) or pa.types.is_large_string(topic)
+        if self.handoff == "offsets" and not textual:
+            raise InvalidOptionError(
+                self.format_name(),
+                "handoff",
+                f"offsets matches the archive's topic column to Kafka's topic names, but the "
+                f"archive at {self.stage_options[0].get('path', 'archive.path')} has it as "
+                f"{str(topic).upper()}; write the topic as a string (CAST(topic AS STRING)), "
+                "or use handoff=timestamp",
             )
         given = {key.lower() for key in self.stage_options[1]}
         clash = [name for name in _TIMESTAMP_STARTS if name.lower() in given]
