@@ -175,7 +175,11 @@ class StreamCoordinator:
         reachable = ends if aligned is None else aligned.ends
         backlogs = {sid: max(0, reachable[sid] - e.position) for sid, e in entries.items()}
         counted = all(self._source.split_counts_records(e.split) for e in entries.values())
-        cap = self._record_cap(enumerator, entries, reachable) if cap_through_index else None
+        fits = aligned is not None and aligned.fits_budget  # the cut keeps to the budget
+        limits = self._admission.limits
+        shares = limits.max_records is not None and not fits
+        counts = cap_through_index and (shares or (limits.min_records is not None and not new))
+        cap = self._record_cap(enumerator, entries, reachable) if counts else None
         records = backlogs if cap is None else {**backlogs, **cap.backlogs(self._count_up_to())}
 
         waits = limited and self._mode is ReadMode.STREAM
@@ -183,10 +187,8 @@ class StreamCoordinator:
             enumerator.add_splits_back(new)
             self._report_on(enumerator, entries, ends, None, counted, aligned)
             return start_json
-        if aligned is not None and aligned.fits_budget:
-            grants, cap = backlogs, None  # the cut already keeps the batch within its budget
-        elif cap is not None and self._admission.limits.max_records is None:
-            grants, cap = backlogs, None  # counted for minRecordsPerTrigger alone
+        if fits or (cap is not None and not shares):
+            grants, cap = backlogs, None  # within budget, or counted for the minimum alone
         else:
             grants = self._admission.grants(records, limited, counted or cap is not None)
         if not new and not any(grants.values()):
