@@ -45,19 +45,22 @@ def python_blocks(page: Path) -> list[str]:
     return code_blocks(page.read_text())
 
 
-def run_as_one_module(page: Path) -> types.ModuleType:
-    """Run the blocks of ``page`` in order in one fresh module, as a reader would paste them.
+def run_as_one_module(*pages: Path) -> types.ModuleType:
+    """Run the blocks of ``pages`` in order in one fresh module, as a reader would paste
+    them (a guide split into pages that read in order: the blocks of a page use the names
+    of the pages before it).
 
     Spark's workers cannot import that module, so its classes are pickled by value,
     as those of a user's script are.
     """
-    module = types.ModuleType(f"docs_{page.stem.replace('-', '_')}")
+    module = types.ModuleType(f"docs_{pages[0].stem.replace('-', '_')}")
     sys.modules[module.__name__] = module
     cloudpickle.register_pickle_by_value(module)
     try:
-        for number, block in enumerate(python_blocks(page), 1):
-            code = compile(block, f"{page.name}, python block {number}", "exec")
-            exec(code, module.__dict__)
+        for page in pages:
+            for number, block in enumerate(python_blocks(page), 1):
+                code = compile(block, f"{page.name}, python block {number}", "exec")
+                exec(code, module.__dict__)
     finally:
         cloudpickle.unregister_pickle_by_value(module)
         del sys.modules[module.__name__]
@@ -78,12 +81,21 @@ def test_the_block_finder_sees_indented_blocks() -> None:
     assert code_blocks(page, "bash") == ["z\n"]
 
 
+CONNECTOR_GUIDE = [
+    DOCS / "connector-guide.md",
+    DOCS / "connector-contracts.md",
+    DOCS / "connector-streaming.md",
+    DOCS / "connector-testing.md",
+]
+
+
 @pytest.mark.spark
 def test_the_connector_guide_runs_top_to_bottom(spark: SparkSession) -> None:
-    page = DOCS / "connector-guide.md"
-    assert len(python_blocks(page)) == page.read_text().count("```python")
+    """Its four pages, in the order of the site's navigation, as one module."""
+    for page in CONNECTOR_GUIDE:
+        assert len(python_blocks(page)) == page.read_text().count("```python"), page.name
     try:
-        module = run_as_one_module(page)
+        module = run_as_one_module(*CONNECTOR_GUIDE)
     finally:
         register(spark, NumberSequenceSource)  # the guide registered its own under that name
     assert module.NumberSequenceSource.format_name() == "splitsource.numbers"
@@ -288,7 +300,7 @@ def wait_until_listening(ports: list[int], shell: subprocess.Popen[bytes], logs:
 
 
 def test_the_guides_type_table_is_the_conversion_spark_expects() -> None:
-    text = (DOCS / "connector-guide.md").read_text()
+    text = (DOCS / "connector-contracts.md").read_text()
     table = text[text.index("| Spark type (DDL) | Arrow type |") :].split("\n\n")[0]
     rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
     pairs = {spark.strip().strip("`"): arrow.strip().strip("`") for spark, arrow in rows}
