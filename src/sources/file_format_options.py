@@ -131,11 +131,11 @@ def _ignored(name: str, formats: str) -> Option:
 
 _LINE_SEP_NOTES = (
     "json, text: supported, any text that cannot overlap itself (`,`, `\\r\\n`, `€`, `\\|;`; "
-    "`\\|\\|` is refused: see Where it differs): lines end only there, also when files are cut "
-    "into splits; a `\\r` before `\\n` stays in a text value, and a line break inside a JSON "
-    "record is white space, as in Spark; ignored with `multiLine` and `wholetext`, as in "
-    "Spark; csv: one character other than `\\r` and `\\n`, without `multiLine` (a record "
-    "holding a line break fails the read, naming the line)"
+    "`\\|\\|` is refused: see [where it differs](files-vs-spark.md)): lines end only there, "
+    "also when files are cut into splits; a `\\r` before `\\n` stays in a text value, and a "
+    "line break inside a JSON record is white space, as in Spark; ignored with `multiLine` "
+    "and `wholetext`, as in Spark; csv: one character other than `\\r` and `\\n`, without "
+    "`multiLine` (a record holding a line break fails the read, naming the line)"
 )
 _FLOAT_TEXT_NOTES = (
     "supported: the texts of NaN and the infinities in `float` and `double` columns, besides Java's"
@@ -156,7 +156,8 @@ FORMAT_OPTIONS: tuple[Option, ...] = (
     Option("escape", _character, "csv: the escape character", None)
     .lands_in("escape")
     .listed(
-        "supported as one character; not set, a doubled quote is a quote (see Formats)",
+        "supported as one character; not set, a doubled quote is a quote "
+        "(see [Formats](files.md#formats))",
         formats="csv",
         spark="`\\`",
     ),
@@ -314,7 +315,7 @@ DEFAULT_ONLY_OPTIONS: tuple[Option, ...] = (
         "STOP_AT_DELIMITER",
         "fix the quoting of the files",
         "csv",
-        " (see Formats)",
+        " (see [Formats](files.md#formats))",
     ),
     _at_default("charToEscapeQuoteEscaping", "\\0", "use escape", "csv"),
     _at_default(

@@ -120,9 +120,9 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
     options: ClassVar = (
         Option(
             "path", _paths, "a file, directory or glob (any fsspec URL); or use load(path)", ()
-        ).listed("supported (see Paths)", shown="", formats="all"),
+        ).listed("supported (see [Paths](files.md#paths))", shown="", formats="all"),
         Option("paths", _paths, "several paths, comma separated or a JSON list", ()).listed(
-            "supported (see Paths)", shown="", formats="all"
+            "supported (see [Paths](files.md#paths))", shown="", formats="all"
         ),
         Option.choice("format", "the file format", FORMATS, None)
         .lands_in("format")
@@ -198,7 +198,8 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         Option.duration(
             "maxFileAge", "streaming: ignore files older than this", 7 * 86400.0
         ).listed(
-            "supported: files older than the newest found minus this are not read (see Streaming)",
+            "supported: files older than the newest found minus this are not read (see "
+            "[What a file stream remembers](files-streaming.md#what-a-file-stream-remembers))",
             shown="`7d`",
             formats="all, streaming",
             spark="`7d`",
@@ -212,7 +213,7 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         ).listed(
             "ours: `modificationTime`, `partition:<date column>[,<hour column>[,<minute "
             "column>]]` or (Parquet) `column:<name>`: files are read in event-time order, "
-            "and `maxEventTimeDrift` applies (see Event time)",
+            "and `maxEventTimeDrift` applies (see [Event time](files-streaming.md#event-time))",
             shown="not set",
             formats="all, streaming",
         ),

@@ -101,10 +101,10 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
     )
     options: ClassVar = (
         Option.prefixed("kafka.", "confluent-kafka settings, e.g. kafka.bootstrap.servers").listed(
-            'each `kafka.<setting>` goes to librdkafka as `<setting>` (see "Client settings" '
-            "below); `kafka.bootstrap.servers` is required; `kafka.group.id`, as in Spark, "
-            "replaces the readers' group id made from `groupIdPrefix`, and is the group "
-            "`commitOffsets` commits to",
+            "each `kafka.<setting>` goes to librdkafka as `<setting>` (see "
+            "[Client settings](#client-settings-kafka) below); `kafka.bootstrap.servers` is "
+            "required; `kafka.group.id`, as in Spark, replaces the readers' group id made "
+            "from `groupIdPrefix`, and is the group `commitOffsets` commits to",
             shown="",
         ),
         Option.string("subscribe", "topics to read, comma-separated", None).listed(
@@ -183,7 +183,7 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         .lands_in("fail_on_data_loss")
         .listed(
             "fail when records a batch must read are gone; `false` skips them with a WARN: "
-            'see "Lost offsets"',
+            "see [Lost offsets](#lost-offsets-failondataloss)",
             spark="same",
         ),
         Option.boolean("includeHeaders", "add the headers column", False)

@@ -96,7 +96,7 @@ STREAM_OPTIONS: tuple[Option, ...] = (
         "further past the slowest split's event time (a duration such as `1 minute`; at "
         "most the watermark delay, so that a catch-up drops nothing as late); for sources "
         "that know event time (Kafka; sqlite with `eventTimeColumn`; files with `eventTime`); "
-        "see docs/event-time.md"
+        "see [event-time alignment](event-time.md)"
     ),
     Option.duration(
         "eventTimeIdleTimeout",
