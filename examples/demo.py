@@ -9,15 +9,21 @@ is done the query is stopped gracefully and the table is summarised with Spark.
 A micro-batch starts as soon as the previous one ends (Spark's default
 trigger): a fixed interval shorter than a batch takes on a busy machine makes
 Spark warn, each batch, that the query falls behind. Amounts are decimals, so
-that their sum is exact. Spark logs warnings only (``examples/log4j2.properties``).
+that their sum is exact. Spark logs warnings only (``examples/log4j2.properties``), and
+the JVM's line on the incubator module that Spark's launcher adds to every driver is
+left out (:func:`started_without_incubator_warning`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,39 @@ CONF = {
     # Spark turns adaptive execution off for a stream, warning that it does.
     "spark.sql.adaptive.enabled": "false",
 }
+
+
+INCUBATOR_WARNING = b"WARNING: Using incubator modules:"
+
+
+@contextmanager
+def started_without_incubator_warning() -> Iterator[None]:
+    """Processes started inside write their standard error through a thread that passes it
+    on, less the line a JVM prints at start for an incubator module.
+
+    Spark's launcher gives every driver JVM ``--add-modules=jdk.incubator.vector``, and
+    no JVM option turns the line off. This process's own standard error is restored
+    on leaving; the JVM, and the Python workers it starts, keep writing through the thread.
+    """
+    sys.stderr.flush()
+    kept = os.dup(2)
+    read, write = os.pipe()
+    os.dup2(write, 2)  # inherited by the processes started inside
+    os.close(write)
+    threading.Thread(target=_pass_on, args=(read, kept), daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(kept, 2)
+
+
+def _pass_on(read: int, out: int) -> None:
+    """Copy the lines of ``read`` to ``out``, less the JVM's incubator-module warning."""
+    with os.fdopen(read, "rb") as lines:
+        for line in lines:
+            if not line.startswith(INCUBATOR_WARNING):
+                os.write(out, line)
 
 
 def write_orders(directory: Path, files: int, rows: int, pause: float) -> None:
@@ -67,7 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="splitsource-demo-"))
     incoming, table = work / "incoming", work / "orders"
     incoming.mkdir()
-    spark = local_session("local[2]", "splitsource-demo", CONF)
+    with started_without_incubator_warning():  # Spark's JVM starts here
+        spark = local_session("local[2]", "splitsource-demo", CONF)
     register(spark, FileSource)  # packaged: Spark found it already, so this does nothing
 
     orders = (
