@@ -69,9 +69,15 @@ class InvalidOptionError(SplitSourceError, ValueError):
 
     def __init__(self, source: str, option: str, problem: str, valid: Iterable[str] = ()) -> None:
         self.source = source
+        """The format name of the source, such as ``splitsource.files``."""
         self.option = option
+        """The option: its declared name, or the key as given when the source has no such
+        option; under a hybrid's stage, with the stage's prefix (``live.subscribe``)."""
         self.problem = problem
+        """What is wrong with it, a phrase without a final period: ``must be at least 1, got 0``."""
         self.valid = tuple(valid)
+        """The options the source takes (a family of prefixed ones ends in ``*``), which the
+        message lists; empty when the code that raised it gave none."""
         listed = ", ".join(sorted(self.valid))
         hint = f" Valid options for {source}: {listed}." if listed else ""
         super().__init__(f"Option '{option}' of {source}: {problem}.{hint}")

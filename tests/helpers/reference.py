@@ -111,23 +111,20 @@ def entries() -> Iterator[Entry]:
 
 def listed_members(package: str, name: str, obj: griffe.Object) -> Iterator[Doc]:
     """The public members of a class, as its entry lists them: those with a docstring
-    (``show_if_no_docstring: false``), and those of its own body without one.
+    (``show_if_no_docstring: false``), and those without one, its attributes that
+    ``__init__`` sets included.
 
-    A member of the class body without a docstring is right only when it overrides an
-    inherited member, whose base documents the contract; other such members are yielded
-    with their empty docstring for the tests to catch. An attribute that ``__init__``
-    sets is listed only when documented.
+    A public member without a docstring is right only when it overrides an inherited
+    member, whose base documents the contract; other such members are yielded with their
+    empty docstring for the tests to catch (the entry would leave them out).
     """
     if not obj.is_class:
         return
     runtime = getattr(importlib.import_module(package), name)
-    init = obj.members.get("__init__")
     for member_name, member in obj.members.items():
         if member_name.startswith("_") or member.is_alias:
             continue
-        if member.docstring is None:
-            inherited = any(hasattr(base, member_name) for base in inspect.getmro(runtime)[1:])
-            set_in_init = init is not None and init.lineno <= member.lineno <= init.endlineno
-            if inherited or set_in_init:
-                continue
+        bases = inspect.getmro(runtime)[1:]
+        if member.docstring is None and any(hasattr(base, member_name) for base in bases):
+            continue  # an override: the base documents it
         yield Doc(f"{package}.{name}.{member_name}", member)
