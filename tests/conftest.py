@@ -44,6 +44,7 @@ _DATABASE_NUMBERS = itertools.count()
 _MARKERS_OF_FIXTURES = {
     "spark": "spark",
     "spark_kafka": "spark",
+    "spark_jdbc": "spark",
     "kafka_spark": "spark",
     "splitsource_spark": "spark",
     "splitsource_cluster_spark": "cluster",
@@ -139,10 +140,17 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     from sources.testing.stream_job import QUICK_JVM
 
     conf = dict(QUICK_JVM)  # tests run many small queries: a fifth less CPU time in all
+    jars: list[Path] = []
     if any("spark_kafka" in item.fixturenames for item in request.session.items):
         from helpers.maven import spark_kafka_jars
 
-        conf["spark.jars"] = ",".join(str(jar) for jar in spark_kafka_jars())
+        jars += spark_kafka_jars()
+    if any("spark_jdbc" in item.fixturenames for item in request.session.items):
+        from helpers.maven import postgres_jdbc_jars
+
+        jars += postgres_jdbc_jars()
+    if jars:
+        conf["spark.jars"] = ",".join(str(jar) for jar in jars)
     session = local_session("local[2]", "splitsource-tests", conf)
     register(session, NumberSequenceSource)
     yield session
@@ -157,6 +165,18 @@ def spark_kafka(spark: SparkSession) -> SparkSession:
             "The Spark session started without Spark's Kafka jars: request the spark_kafka "
             "fixture as a test argument (not through getfixturevalue) so that it is seen "
             "at collection."
+        )
+    return spark
+
+
+@pytest.fixture(scope="session")
+def spark_jdbc(spark: SparkSession) -> SparkSession:
+    """The ``spark`` session, with the PostgreSQL JDBC driver for ``spark.read.jdbc``."""
+    if "postgresql-42" not in spark.conf.get("spark.jars", ""):
+        pytest.fail(
+            "The Spark session started without the PostgreSQL JDBC driver: request the "
+            "spark_jdbc fixture as a test argument (not through getfixturevalue) so that it "
+            "is seen at collection."
         )
     return spark
 

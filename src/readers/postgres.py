@@ -178,11 +178,27 @@ def _quote(name: str) -> str:
 
 
 def storage_columns(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """``batch`` with each extension-typed column (numeric as text, json, uuid) as its storage."""
-    if not any(isinstance(field.type, pa.BaseExtensionType) for field in batch.schema):
+    """``batch`` with each extension-typed column (numeric as text, json, uuid), or list of
+    them, as its storage."""
+    if not any(_extension(field.type) for field in batch.schema):
         return batch
-    columns = [
-        column.storage if isinstance(column.type, pa.BaseExtensionType) else column
-        for column in batch.columns
-    ]
+    columns = [_storage(column) for column in batch.columns]
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _extension(kind: pa.DataType) -> bool:
+    return isinstance(kind, pa.BaseExtensionType) or (
+        pa.types.is_list(kind) and isinstance(kind.value_type, pa.BaseExtensionType)
+    )
+
+
+def _storage(column: pa.Array) -> pa.Array:
+    if isinstance(column.type, pa.BaseExtensionType):
+        return column.storage
+    if pa.types.is_list(column.type) and isinstance(column.type.value_type, pa.BaseExtensionType):
+        values = column.values.storage
+        kind = pa.list_(pa.field(column.type.value_field.name, values.type))
+        return pa.ListArray.from_arrays(
+            column.offsets, values, kind, mask=column.is_null() if column.null_count else None
+        )
+    return column

@@ -22,12 +22,19 @@ Postgres                                    Spark
 ``date``                                    ``date``
 ``timestamp with time zone``                ``timestamp``
 ``timestamp`` (without time zone)           ``timestamp_ntz``: the wall-clock time as stored
-arrays of the types above but numeric       ``array<...>``
+arrays of the types above (``numeric``      ``array<...>`` of the element's type
+with its precision)
+arrays of other types (``uuid[]``, ...)     ``array<string>``
 anything else (``uuid``, ``json``,          ``string``, the value's text as Postgres writes it
-``jsonb``, enums, ``time``, ``interval``,
-``inet``, other arrays, ``numeric`` wider
-than 38 digits, ...)
+``jsonb``, enums, ``time``, ``interval``,   (its output function, as ``pgoutput`` and Spark's
+``inet``, ``numeric`` wider than 38         JDBC source give it)
+digits, arrays of arrays, ...)
 ==========================================  ====================================
+
+Where Spark's JDBC source differs (``tests/test_postgres_spark.py`` compares both): it
+declares every column nullable, reads ``timestamp`` as ``timestamp`` unless
+``preferTimestampNTZ``, ``time`` as a timestamp on 1970-01-01, and fails on a
+``numeric`` wider than 38 digits.
 """
 
 from __future__ import annotations
@@ -54,9 +61,7 @@ _SCALARS = {
     "timestamptz": "timestamp",
     "timestamp": "timestamp_ntz",
 }
-_ARRAY_ELEMENTS = {
-    key: value for key, value in _SCALARS.items() if key not in {"bytea", "timestamp"}
-}
+_ARRAY_ELEMENTS = {key: value for key, value in _SCALARS.items() if key != "timestamp"}
 _MAX_PRECISION = 38
 _VARHDRSZ = 4
 
@@ -123,30 +128,53 @@ def column_of(
     >>> column_of("price", "numeric", (10 << 16 | 2) + 4, None, True).ddl
     '`price` decimal(10, 2) NOT NULL'
     >>> column_of("id", "uuid", -1, None, False).select
-    '"id"::text'
+    'CASE WHEN "id" IS NULL THEN NULL ELSE concat("id") END'
+    >>> column_of("tags", "_uuid", -1, "uuid", False).ddl
+    '`tags` array<string>'
     """
     quoted = quote_identifier(name)
     if element is not None:
-        spark = _ARRAY_ELEMENTS.get(element)
-        if spark is not None:
-            return Column(name, f"array<{spark}>", not_null, quoted)
-        return Column(name, "string", not_null, f"{quoted}::text")
+        return _array(name, quoted, element, type_modifier, not_null)
     if type_name == "numeric":
-        return _numeric(name, quoted, type_modifier, not_null)
+        decimal = _decimal(quoted, type_modifier)
+        if decimal is None:
+            return Column(name, "string", not_null, _as_text(quoted))
+        return Column(name, decimal[0], not_null, decimal[1])
     spark = _SCALARS.get(type_name)
     if spark is not None:
         return Column(name, spark, not_null, quoted)
-    return Column(name, "string", not_null, f"{quoted}::text")
+    return Column(name, "string", not_null, _as_text(quoted))
 
 
-def _numeric(name: str, quoted: str, type_modifier: int, not_null: bool) -> Column:
+def _array(name: str, quoted: str, element: str, type_modifier: int, not_null: bool) -> Column:
+    """An array column: of the element's Spark type where it has one, else of strings."""
+    if element == "numeric":
+        decimal = _decimal(quoted, type_modifier, "[]")
+        if decimal is None:
+            return Column(name, "array<string>", not_null, f"{quoted}::text[]")
+        return Column(name, f"array<{decimal[0]}>", not_null, decimal[1])
+    spark = _ARRAY_ELEMENTS.get(element)
+    if spark is not None:
+        return Column(name, f"array<{spark}>", not_null, quoted)
+    return Column(name, "array<string>", not_null, f"{quoted}::text[]")
+
+
+def _decimal(quoted: str, type_modifier: int, suffix: str = "") -> tuple[str, str] | None:
+    """The Spark decimal type of a ``numeric`` column (``suffix`` ``[]`` for an array of
+    them) and the SQL that reads it; ``None`` where no decimal holds its values."""
     if type_modifier < _VARHDRSZ:  # no precision: Spark's JDBC source reads decimal(38, 18)
-        return Column(name, "decimal(38, 18)", not_null, f"{quoted}::numeric(38, 18)")
+        return "decimal(38, 18)", f"{quoted}::numeric(38, 18){suffix}"
     precision = ((type_modifier - _VARHDRSZ) >> 16) & 0xFFFF
     scale = (((type_modifier - _VARHDRSZ) & 0x7FF) ^ 1024) - 1024  # 11 bits, signed
     if precision > _MAX_PRECISION or scale < 0 or scale > precision:
-        return Column(name, "string", not_null, f"{quoted}::text")
-    return Column(name, f"decimal({precision}, {scale})", not_null, quoted)
+        return None
+    return f"decimal({precision}, {scale})", quoted
+
+
+def _as_text(quoted: str) -> str:
+    """SQL that reads a column as its type's output function writes it, as ``pgoutput`` sends
+    it: a cast to ``text`` can differ (``inet`` ``10.0.0.1`` casts to ``10.0.0.1/32``)."""
+    return f"CASE WHEN {quoted} IS NULL THEN NULL ELSE concat({quoted}) END"
 
 
 _TABLE = """

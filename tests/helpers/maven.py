@@ -24,6 +24,7 @@ __all__ = [
     "fetch_jars",
     "kafka_broker_jars",
     "kafka_tools_jars",
+    "postgres_jdbc_jars",
     "spark_kafka_jars",
 ]
 
@@ -59,6 +60,11 @@ def kafka_tools_jars() -> list[Path]:
     """Apache Kafka 4.3.1's command-line tools (``kafka-topics.sh``), without the jars
     :func:`kafka_broker_jars` already has."""
     return fetch_jars(POMS / "kafka-tools.xml")
+
+
+def postgres_jdbc_jars() -> list[Path]:
+    """The PostgreSQL JDBC driver (42.7.14) and its dependencies: ``spark.read.jdbc``'s."""
+    return fetch_jars(POMS / "postgresql-jdbc.xml")
 
 
 def spark_kafka_jars() -> list[Path]:
