@@ -23,6 +23,7 @@ from enumerators.static import StaticSplitEnumerator
 from helpers.driving import logged
 from helpers.watermark import late_records
 from sources.api import Source
+from sources.capabilities import SupportsEventTime
 from sources.errors import InvalidOptionError
 from sources.kafka import KafkaSource
 from sources.numbers import NumberSequenceSource
@@ -70,16 +71,13 @@ class TimedEnumerator(
         return cuts
 
 
-class TimedNumbers(NumberSequenceSource):
+class TimedNumbers(SupportsEventTime, NumberSequenceSource):
     """``count`` numbers per split, one split per gap."""
 
     def __init__(self, count: int, gaps: Sequence[int]) -> None:
         super().__init__(0, count * len(gaps) - 1, len(gaps))
         self.gaps = tuple(gaps)
         self.made: list[TimedEnumerator] = []
-
-    def knows_event_time(self) -> bool:
-        return True
 
     def create_enumerator(self, context: EnumeratorContext) -> TimedEnumerator:
         return self.restore_enumerator(context, self.all_splits())

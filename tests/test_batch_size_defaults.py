@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -12,12 +10,13 @@ from sources.spark.datasource import READ_OPTIONS
 from sources.spark.partitions import SplitPartitionReading
 from sources.spark.stream_reader import STREAM_OPTIONS
 from sources.splits.numbers import NumberSequenceSplit
+from sources.tuning import Tuning
 
 SCHEMA = StructType([StructField("value", LongType(), nullable=False)])
 
 
 class BigBatchNumbers(NumberSequenceSource):
-    default_max_records_per_batch: ClassVar[int | None] = 25_000
+    tuning = Tuning(max_records_per_batch=25_000)
 
 
 def batch_rows(source_class: type[NumberSequenceSource], **given: str) -> list[int]:

@@ -18,6 +18,7 @@ from enumerators.runtime.state_spill import StateSpill
 from enumerators.runtime.state_store import StateStore
 from helpers.driving import logged
 from sources import CorruptDataError, NewerVersionError, SplitSourceError, StateStoreError
+from sources.capabilities import SupportsDerivedSplits
 from sources.kafka import KafkaSource
 from sources.numbers import NumberSequenceSource
 from sources.serialization import frame, unframe
@@ -324,7 +325,7 @@ def test_an_offset_of_500_kafka_partitions_carried_on_fits_in_64_kib_without_spl
     assert StreamOffset.from_json(logged_json, "splitsource.kafka", derive).splits == splits
 
 
-class DerivingNumbers(NumberSequenceSource):
+class DerivingNumbers(SupportsDerivedSplits[NumberSequenceSplit], NumberSequenceSource):
     """Numbers 0..999 in 4 splits of 250, each derived from its id: exactly, or with an end
     one short (a wrong hook)."""
 

@@ -222,7 +222,7 @@ def test_local_files_are_read_on_the_task_s_thread_and_remote_ones_ahead(
     given = {"path": path, "format": "csv"}
     source = FileSource.from_options(parse_options("splitsource.files", FileSource.options, given))
 
-    assert source.read_ahead() == batches
+    assert source.tuning.read_ahead == batches
 
 
 @settings(max_examples=200, deadline=None)

@@ -26,7 +26,7 @@ from sources.postgres_changes import PostgresChangesSource
 from sources.serialization import frame, unframe
 from sources.spark.partitions import arrow_schema
 from sources.splits.postgres import TableChunkSplit
-from sources.testing.ddl import parse_ddl
+from sources.testing import parse_ddl
 
 
 def spark_json(offset: Any) -> Any:

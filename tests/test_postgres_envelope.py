@@ -13,8 +13,7 @@ from readers.postgres_envelope import change_batch, envelope_ddl, snapshot_batch
 from sources.postgres import PostgresSource
 from sources.postgres_slot import create_slot, lsn_number, peek_changes
 from sources.spark.partitions import arrow_schema
-from sources.testing import read_all
-from sources.testing.ddl import parse_ddl
+from sources.testing import parse_ddl, read_all
 
 
 def test_changes_become_envelope_rows_that_rebuild_the_table(

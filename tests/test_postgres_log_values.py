@@ -14,8 +14,7 @@ from readers.postgres_text import SESSION_SETTINGS, array_from_text, parse_array
 from sources.postgres import PostgresSource
 from sources.postgres_slot import create_slot, lsn_number, peek_changes
 from sources.spark.partitions import arrow_schema
-from sources.testing import read_all
-from sources.testing.ddl import parse_ddl
+from sources.testing import parse_ddl, read_all
 
 TYPED = """CREATE TABLE typed (
     id int PRIMARY KEY, small smallint, big bigint, ratio real, exact double precision,

@@ -28,7 +28,7 @@ from sources.splits.postgres import (
     StreamChunkSplit,
     TableChunkSplit,
 )
-from sources.testing.ddl import parse_ddl
+from sources.testing import parse_ddl
 
 GOLDEN = Path(__file__).parent / "golden"
 SCHEMA = arrow_schema(parse_ddl(envelope_ddl("`id` bigint NOT NULL, `v` bigint")))

@@ -25,7 +25,7 @@ from sources.postgres_connection import PostgresConnection
 from sources.postgres_slot import advance_slot, create_slot, readable_end
 from sources.spark.partitions import arrow_schema
 from sources.splits.postgres import LogSplit, StreamChunkSplit, TableChunkSplit
-from sources.testing.ddl import parse_ddl
+from sources.testing import parse_ddl
 
 SCHEMA = arrow_schema(parse_ddl(envelope_ddl("`id` bigint NOT NULL, `v` bigint NOT NULL")))
 QUERY = ChunkQuery('"public"."items"', '"id"', {"id": '"id"', "v": '"v"'})

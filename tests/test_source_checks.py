@@ -11,19 +11,34 @@ import pytest
 from enumerators import StaticSplitEnumerator
 from readers import RecordsBySplit
 from readers.numbers import NumberSequenceSplitReader
-from sources import Options, SourceDefinitionError, SplitSourceError
+from sources import Options, Source, SourceDefinitionError, SplitSourceError
+from sources.capabilities import SupportsPlanRefinement
 from sources.files import FileSource
+from sources.hybrid_kafka import ArchiveThenKafkaSource
 from sources.kafka import KafkaSource
 from sources.numbers import NumberSequenceSource
+from sources.postgres import PostgresSource
+from sources.postgres_changes import PostgresChangesSource
 from sources.rate import RateSource
 from sources.spark import data_source_for
 from sources.spark.checks import check_source_class
 from sources.spark.datasource import plan_bounded
 from sources.splits.numbers import NumberSequenceSplit
+from sources.sqlite import SqliteTableSource
 
 
 @pytest.mark.parametrize(
-    "source_class", [NumberSequenceSource, RateSource, FileSource, KafkaSource]
+    "source_class",
+    [
+        NumberSequenceSource,
+        RateSource,
+        FileSource,
+        KafkaSource,
+        SqliteTableSource,
+        ArchiveThenKafkaSource,
+        PostgresSource,
+        PostgresChangesSource,
+    ],
 )
 def test_the_packaged_sources_fit_the_api(source_class: Any) -> None:
     check_source_class(source_class)
@@ -68,7 +83,7 @@ def test_the_reader_a_source_is_annotated_to_create_is_checked_too() -> None:
 
 
 def test_extra_optional_parameters_and_catch_alls_fit() -> None:
-    class Lenient(NumberSequenceSource):
+    class Lenient(SupportsPlanRefinement[Any], NumberSequenceSource):
         def create_reader(self, schema: pa.Schema, extra: int = 0) -> Any:
             return NumberSequenceSplitReader()
 
@@ -87,6 +102,80 @@ def test_data_source_for_checks_before_spark_sees_the_class() -> None:
 
     with pytest.raises(SourceDefinitionError, match=r"NoSchema\.create_reader\(self\)"):
         data_source_for(NoSchema)
+
+
+class PushingNumbers(NumberSequenceSource):
+    """Defines push_filters without opting into filter pushdown: it would never be called."""
+
+    def push_filters(self, filters: Any, schema: Any) -> Any:
+        return self, []
+
+
+class OldFlags(Source[Any, Any]):
+    """A source written for the Source before 0.2, with its flag for counted positions."""
+
+    name = "old_flags"
+    positions_count_records = True
+
+
+class OldTuning(NumberSequenceSource):
+    """A source written for the Source before 0.2, with one of its tuning settings."""
+
+    default_max_partition_bytes = 64 << 20
+
+
+class WrongRefinement(SupportsPlanRefinement[Any], NumberSequenceSource):
+    def refine_plan(self) -> Any:  # type: ignore[override]
+        return []
+
+
+@pytest.mark.parametrize(
+    ("source_class", "message"),
+    [
+        (
+            PushingNumbers,
+            r"PushingNumbers\.push_filters is never called: splitsource calls it only on a "
+            r"SupportsFilterPushdown\. Add a SupportsFilterPushdown \(from "
+            r"sources\.capabilities\) to the bases of PushingNumbers, before Source\.",
+        ),
+        (
+            OldFlags,
+            r"OldFlags\.positions_count_records is not read since splitsource 0\.2: remove it "
+            r"and add SupportsCountedRecords \(from sources\.capabilities\) to the bases",
+        ),
+        (
+            OldTuning,
+            r"OldTuning\.default_max_partition_bytes is not read since splitsource 0\.2: set "
+            r"tuning = Tuning\(max_partition_bytes=\.\.\.\) in the class body instead",
+        ),
+        (
+            WrongRefinement,
+            r"WrongRefinement\.refine_plan\(self\) does not fit the API: splitsource calls it "
+            r"as SupportsPlanRefinement\.refine_plan\(self, splits\) declares",
+        ),
+    ],
+    ids=["capability without its interface", "old flag", "old tuning", "capability signature"],
+)
+def test_a_member_splitsource_would_not_use_fails_registration_saying_what_to_write(
+    source_class: Any, message: str
+) -> None:
+    with pytest.raises(SourceDefinitionError, match=message):
+        data_source_for(source_class)
+
+
+def test_a_split_counts_hint_names_both_kinds_of_record_limits() -> None:
+    class Counting(NumberSequenceSource):
+        def split_counts_records(self, split: Any) -> bool:
+            return True
+
+    class Bare(Source[Any, Any]):
+        name = "bare"
+
+    Bare.split_counts_records = Counting.split_counts_records  # type: ignore[attr-defined]
+    with pytest.raises(
+        SourceDefinitionError, match="SupportsCountedRecords or SupportsRecordIndex"
+    ):
+        check_source_class(Bare)
 
 
 class TwinSplits(NumberSequenceSource):

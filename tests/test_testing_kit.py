@@ -90,10 +90,11 @@ def test_the_ddl_parser_agrees_with_sparks(spark: SparkSession, ddl: str) -> Non
 
 
 AUTHOR_MODULE = '''
+from sources.capabilities import SupportsPlanRefinement
 from sources.numbers import NumberSequenceSource
 
 
-class EvenNumbers(NumberSequenceSource):
+class EvenNumbers(SupportsPlanRefinement, NumberSequenceSource):
     """A connector of the author's, importable only from their checkout."""
 
     name = "evens"

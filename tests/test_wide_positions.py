@@ -15,6 +15,7 @@ import pytest
 from enumerators import EnumeratorContext, StaticSplitEnumerator
 from readers import RecordsBySplit, SplitReader, SplitsAddition
 from sources import Option, Options, SimpleVersionedSerializer, Source, SourceSplit
+from sources.capabilities import SupportsCountedRecords
 from sources.spark import register
 from sources.split import Boundedness
 
@@ -91,13 +92,12 @@ class WideReader(SplitReader[WideSplit]):
         """Never blocks."""
 
 
-class WideSource(Source[WideSplit, list[WideSplit]]):
+class WideSource(SupportsCountedRecords[WideSplit], Source[WideSplit, list[WideSplit]]):
     """Two splits of ``rows`` records each, at positions from ``BASE`` on."""
 
     name = "wide"
     options: ClassVar = (Option.integer("rows", "records per split", default=500, minimum=1),)
     supported_boundedness: ClassVar = frozenset(Boundedness)
-    positions_count_records = True
 
     def __init__(self, rows: int) -> None:
         self.rows = rows

@@ -380,8 +380,8 @@ class EventTimeIndex(ABC, Generic[SplitT]):
     event time and where its records reach a given time, and reads no further. Event
     times are milliseconds since the epoch; within a split they are expected to grow
     with the position (records out of that order are read, but alignment cannot keep
-    them from being late). The source must also return True from
-    :meth:`~sources.api.Source.knows_event_time`.
+    them from being late). The source must also mix in
+    :class:`~sources.capabilities.SupportsEventTime`.
 
     Examples
     --------

@@ -68,8 +68,8 @@ class RecordIndex(ABC, Generic[SplitT]):
     With it, ``maxRecordsPerTrigger``, ``minRecordsPerTrigger`` and a source's
     proportional limit apply to its splits as to Kafka's: the framework asks how many
     records each split has ahead (up to the budget), shares the budget by the usual
-    rule, and asks where each share ends. The source must also set
-    :attr:`~sources.api.Source.records_indexed`. Answers fix the batch's ends in its
+    rule, and asks where each share ends. The source must also mix in
+    :class:`~sources.capabilities.SupportsRecordIndex`. Answers fix the batch's ends in its
     offset, so a replayed batch reads the same records without asking again.
 
     Examples

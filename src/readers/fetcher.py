@@ -21,7 +21,7 @@ reader's reaction to ``wakeup``.
 
 With ``queue_capacity`` 0 there is no fetcher thread: the task's thread runs the
 same loop and hands each batch to Spark as it is ready, reading none ahead. A
-source chooses that when its reads do not wait (``Source.read_ahead``): where
+source chooses that when its reads do not wait (``Tuning.read_ahead``): where
 Spark's tasks keep every core busy, a second busy thread per task only costs CPU.
 """
 

@@ -1,7 +1,8 @@
 """splitsource: Flink's FLIP-27 Source API for PySpark.
 
-This package exports the author-facing API of a source and every error
-splitsource raises. The other rooms:
+This package exports the author-facing API of a source (the core ``Source``, the
+capabilities a source opts into, its ``Tuning``) and every error splitsource
+raises. The other rooms:
 
 - :mod:`enumerators` and :mod:`readers`: the driver-side and executor-side
   halves a connector implements (``SplitEnumerator``, ``SplitReader``), with
@@ -16,6 +17,18 @@ splitsource raises. The other rooms:
 """
 
 from sources.api import FORMAT_PREFIX, Source
+from sources.capabilities import (
+    SupportsCountedRecords,
+    SupportsDerivedSplits,
+    SupportsEventTime,
+    SupportsFilterPushdown,
+    SupportsPinning,
+    SupportsPlanRefinement,
+    SupportsRecordIndex,
+    SupportsRecordLimits,
+    SupportsSplitLabels,
+    SupportsStorageOptions,
+)
 from sources.errors import (
     ConnectorError,
     CorruptDataError,
@@ -42,6 +55,7 @@ from sources.errors import (
 from sources.options import Listing, Option, Options, filled_config
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
+from sources.tuning import Tuning
 
 __all__ = [
     "FORMAT_PREFIX",
@@ -71,6 +85,17 @@ __all__ = [
     "SourceSplit",
     "SplitSourceError",
     "StateStoreError",
+    "SupportsCountedRecords",
+    "SupportsDerivedSplits",
+    "SupportsEventTime",
+    "SupportsFilterPushdown",
+    "SupportsPinning",
+    "SupportsPlanRefinement",
+    "SupportsRecordIndex",
+    "SupportsRecordLimits",
+    "SupportsSplitLabels",
+    "SupportsStorageOptions",
+    "Tuning",
     "UnsupportedBoundednessError",
     "UnsupportedSparkVersionError",
     "filled_config",

@@ -47,6 +47,13 @@ from readers.formats import (
     infer_schema,
 )
 from sources.api import Source
+from sources.capabilities import (
+    SupportsEventTime,
+    SupportsFilterPushdown,
+    SupportsPinning,
+    SupportsPlanRefinement,
+    SupportsStorageOptions,
+)
 from sources.errors import FileReadError, InvalidOptionError
 from sources.file_format_options import (
     DEFAULT_ONLY_OPTIONS,
@@ -62,6 +69,7 @@ from sources.options import Option, Options
 from sources.partitioning import infer_partition_type, matching_partitions
 from sources.split import Boundedness
 from sources.splits.files import FileSplit, FileSplitSerializer
+from sources.tuning import Tuning
 
 __all__ = ["FileSource"]
 
@@ -95,7 +103,14 @@ def _paths(text: str) -> tuple[str, ...]:
     return tuple(path.strip() for path in split_outside_braces(stripped) if path.strip())
 
 
-class FileSource(Source[FileSplit, FileEnumeratorState]):
+class FileSource(
+    SupportsFilterPushdown,
+    SupportsPlanRefinement[FileSplit],
+    SupportsPinning,
+    SupportsEventTime,
+    SupportsStorageOptions,
+    Source[FileSplit, FileEnumeratorState],
+):
     """Files in one ``format`` under ``path``: directories (as Spark reads them), files or globs.
 
     Example::
@@ -107,13 +122,15 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
 
     name = "files"
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
-    default_max_partition_bytes = 128 << 20
-    # The rows a decoder yields at a time (FormatOptions.batch_rows), so batches go on as
-    # decoded; Spark takes fewer, larger Arrow batches from Python faster, most of all in
-    # reads of few columns (measured in docs/performance.md). maxBytesPerBatch still
-    # bounds wide rows.
-    default_max_records_per_batch = 65_536
-    streams_need_state_location = True
+    # Records per batch: the rows a decoder yields at a time (FormatOptions.batch_rows),
+    # so batches go on as decoded; Spark takes fewer, larger Arrow batches from Python
+    # faster, most of all in reads of few columns (measured in docs/performance.md).
+    # maxBytesPerBatch still bounds wide rows. Streams keep the paths already read.
+    tuning = Tuning(
+        max_partition_bytes=128 << 20,
+        max_records_per_batch=65_536,
+        state_location_required=True,
+    )
     option_aliases: ClassVar = MappingProxyType(
         {"maxFilesPerTrigger": "maxSplitsPerTrigger", **FORMAT_OPTION_ALIASES}
     )
@@ -268,6 +285,8 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
         self.infer_partition_types = infer_partition_types
         self.event_time = event_time
         """Where a file's event time comes from (``eventTime``); streams only."""
+        if storage.is_local:  # the task's thread reads local files without waiting
+            self.tuning = replace(type(self).tuning, read_ahead=0)
         self.partition_columns: dict[str, pa.DataType] = {}
         """The partition columns of the read schema, once filters are pushed."""
         self.listed: tuple[tuple[Any, ...], ...] | None = None
@@ -454,11 +473,6 @@ class FileSource(Source[FileSplit, FileEnumeratorState]):
 
     def create_reader(self, schema: pa.Schema) -> FileSplitReader:
         return FileSplitReader(self.read, schema)
-
-    def read_ahead(self) -> int:
-        """0 for local files, which the task's thread reads without waiting; else the
-        default, so that waits on an object store overlap Spark's work."""
-        return 0 if self.storage.is_local else super().read_ahead()
 
     def split_serializer(self) -> FileSplitSerializer:
         return FileSplitSerializer()

@@ -6,9 +6,9 @@ column with literals (:class:`~pyspark.sql.datasource.Filter`: ``EqualTo``,
 values are Python objects of the column's type (``int``, ``Decimal``,
 ``date``, a UTC ``datetime`` for a ``TIMESTAMP``, a naive one for
 ``TIMESTAMP_NTZ``). A source uses them to read less (see
-:meth:`~sources.api.Source.push_filters`); :func:`arrow_predicate` turns them
-into an Arrow expression that drops rows inside a reader exactly as Spark
-would, for the filters it can express.
+:meth:`~sources.capabilities.SupportsFilterPushdown.push_filters`);
+:func:`arrow_predicate` turns them into an Arrow expression that drops rows inside
+a reader exactly as Spark would, for the filters it can express.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -53,6 +53,22 @@ from enumerators.hybrid import (
 )
 from readers.hybrid import HybridSplitReader
 from sources.api import Source
+from sources.capabilities import (
+    SupportsCountedRecords,
+    SupportsPinning,
+    SupportsPlanRefinement,
+    SupportsSplitLabels,
+    SupportsStorageOptions,
+    counts_records,
+    pin,
+    proportional_record_limit,
+    refined_plan,
+    split_labels,
+    storage_options_for,
+    takes_record_limits,
+    unpinned,
+)
+from sources.ddl import parse_ddl
 from sources.errors import (
     InvalidOptionError,
     SchemaMismatchError,
@@ -64,7 +80,7 @@ from sources.prefixed_options import PrefixedOptions
 from sources.spark.partitions import arrow_schema
 from sources.split import Boundedness
 from sources.splits.hybrid import HybridSplit, HybridSplitSerializer
-from sources.testing.ddl import parse_ddl
+from sources.tuning import Tuning
 
 __all__ = ["HybridSource", "HybridStage", "SwitchContext"]
 
@@ -121,7 +137,14 @@ class HybridStage:
     of" the source; its ``defaults`` are listed after it."""
 
 
-class HybridSource(Source[HybridSplit, HybridState]):
+class HybridSource(
+    SupportsCountedRecords[HybridSplit],
+    SupportsPlanRefinement[HybridSplit],
+    SupportsPinning,
+    SupportsSplitLabels,
+    SupportsStorageOptions,
+    Source[HybridSplit, HybridState],
+):
     """Reads ``stages`` one after the other as one source; see the module docstring.
 
     A subclass sets ``name`` and ``stages``; its options are each stage's under the
@@ -129,7 +152,8 @@ class HybridSource(Source[HybridSplit, HybridState]):
     :meth:`configure`). Admission limits, ``stateLocation`` and the other options of
     every splitsource read are given once, without a prefix, and apply on both sides; so
     is a stage's ``proportional_record_limit`` (Kafka's ``maxOffsetsPerTrigger``), which
-    shares by Spark's rule only while that stage's splits are read.
+    shares by Spark's rule only while that stage's splits are read. A hybrid takes record
+    limits if a stage does.
     """
 
     stages: ClassVar[Sequence[HybridStage]] = ()
@@ -141,6 +165,10 @@ class HybridSource(Source[HybridSplit, HybridState]):
     stage_option_names: ClassVar[tuple[PrefixedOptions, ...]] = ()
     """Each stage's options as the user names them (its prefix, less the options of the
     whole read): what its errors are rewritten with."""
+
+    proportional_record_limit: ClassVar[Option | None] = None
+    """The first stage's proportional limit
+    (:attr:`~sources.capabilities.SupportsRecordLimits.proportional_record_limit`)."""
 
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
 
@@ -168,7 +196,7 @@ class HybridSource(Source[HybridSplit, HybridState]):
                 }
             )
         cls.option_aliases = aliases
-        limits = [c.proportional_record_limit for c in (s.source_class for s in cls.stages)]
+        limits = [proportional_record_limit(stage.source_class) for stage in cls.stages]
         cls.proportional_record_limit = next((o for o in limits if o is not None), None)
         whole = {name.lower() for name in cls._whole_read_options()}
         cls.stage_option_names = tuple(
@@ -178,18 +206,22 @@ class HybridSource(Source[HybridSplit, HybridState]):
             )
             for stage in cls.stages
         )
-        classes = [stage.source_class for stage in cls.stages]
-        cls.positions_count_records = any(c.positions_count_records for c in classes)
-        cls.streams_need_state_location = any(c.streams_need_state_location for c in classes)
-        cls.default_max_partition_bytes = classes[0].default_max_partition_bytes
-        batch_rows = [c.default_max_records_per_batch or 0 for c in classes]
-        cls.default_max_records_per_batch = max(batch_rows) or None
+        tunings = [stage.source_class.tuning for stage in cls.stages]
+        cls.tuning = Tuning(
+            max_partition_bytes=tunings[0].max_partition_bytes,
+            max_records_per_batch=max(t.max_records_per_batch or 0 for t in tunings) or None,
+            state_location_required=any(t.state_location_required for t in tunings),
+        )
 
     def __init__(
         self, stage_options: Sequence[Mapping[str, str]], sources: Sequence[Source[Any, Any]]
     ) -> None:
         self.stage_options = tuple(dict(options) for options in stage_options)
         self.sources = tuple(sources)
+        # A task may read splits of every stage: read as far ahead as any of them.
+        self.tuning = replace(
+            type(self).tuning, read_ahead=max(source.tuning.read_ahead for source in sources)
+        )
         self._started: dict[tuple[int, tuple[tuple[str, str], ...]], Source[Any, Any]] = {}
         self._unknown: dict[int, SplitSourceError] = {}
         """Why a source cannot tell its schema, by index."""
@@ -380,31 +412,31 @@ class HybridSource(Source[HybridSplit, HybridState]):
 
     def pin(self) -> None:
         for source in self.sources:
-            source.pin()
+            pin(source)
 
     def unpinned(self) -> HybridSource:
-        unpinned = copy.copy(self)
-        unpinned.sources = tuple(source.unpinned() for source in self.sources)
-        unpinned._started = {}
-        return unpinned
+        without = copy.copy(self)
+        without.sources = tuple(unpinned(source) for source in self.sources)
+        without._started = {}
+        return without
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_started": {}}
-
-    def read_ahead(self) -> int:
-        """The most any stage reads ahead: a task may read splits of every stage."""
-        return max(source.read_ahead() for source in self.sources)
 
     def split_labels(self, split_id: str) -> Mapping[str, str]:
         """The labels its own source gives split ``split_id`` ("<stage index>:<its id>")."""
         index, _, inner = split_id.partition(":")
         if not index.isdigit() or int(index) >= len(self.sources):
             return {}
-        return self.sources[int(index)].split_labels(inner)
+        return split_labels(self.sources[int(index)], inner)
+
+    def takes_record_limits(self) -> bool:
+        """Yes if a stage does (Kafka after an archive of files)."""
+        return any(takes_record_limits(source) for source in self.sources)
 
     def split_counts_records(self, split: HybridSplit) -> bool:
         """As its own source says: Kafka's offsets count records, archive files do not."""
-        return self.sources[split.index].split_counts_records(split.split)
+        return counts_records(self.sources[split.index], split.split)
 
     def create_enumerator(self, context: EnumeratorContext) -> HybridEnumerator:
         with self.prefixed_options(0).naming_errors():
@@ -424,7 +456,7 @@ class HybridSource(Source[HybridSplit, HybridState]):
         for index, source in enumerate(self.sources):
             mine = [split.split for split in splits if split.index == index]
             if mine:
-                refined += [HybridSplit(index, s) for s in source.refine_plan(mine)]
+                refined += [HybridSplit(index, s) for s in refined_plan(source, mine)]
         return refined
 
     def create_reader(self, schema: pa.Schema) -> HybridSplitReader:
@@ -453,7 +485,7 @@ class HybridSource(Source[HybridSplit, HybridState]):
 
     def storage_options_for(self, url: str) -> Mapping[str, Any]:
         for source in self.sources:
-            found = source.storage_options_for(url)
+            found = storage_options_for(source, url)
             if found:
                 return found
         return {}

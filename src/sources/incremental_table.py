@@ -72,8 +72,9 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
     again: this is an append-only reader, not change data capture.
 
     **Event time.** If each row has an event time that never decreases as the key
-    rises (an insertion timestamp), override :meth:`knows_event_time` to return
-    True and :meth:`event_time_at`; a stream can then take ``maxEventTimeDrift``
+    rises (an insertion timestamp), mix in
+    :class:`~sources.capabilities.SupportsEventTime` and implement
+    :meth:`event_time_at`; a stream can then take ``maxEventTimeDrift``
     (docs/event-time.md). :meth:`first_key_at_event_time` finds a cut by bisection
     over :meth:`event_time_at`; override it if one query can answer.
     """
@@ -133,7 +134,8 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
         milliseconds since the epoch; ``None`` if no row with a time has such a key.
 
         Driver only, on the thread that plans micro-batches; called only when
-        :meth:`knows_event_time` is True. Rows without a time (null) are skipped.
+        the source is a :class:`~sources.capabilities.SupportsEventTime` that knows
+        event time. Rows without a time (null) are skipped.
         Event times must not decrease as keys rise: the stream cuts its batches by
         them, and a row whose time is earlier than a lower key's may be read late.
         Keep it to an index lookup: it is called a few times per split and batch.
@@ -141,7 +143,7 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
         Raises
         ------
         NotImplementedError
-            The default: a source whose ``knows_event_time`` is True implements it.
+            The default: a source that mixes in ``SupportsEventTime`` implements it.
 
         Examples
         --------
@@ -163,7 +165,7 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
         >>> connection.close()
         """
         raise NotImplementedError(
-            f"{type(self).__name__}.knows_event_time() is True, so it must implement "
+            f"{type(self).__name__} is a SupportsEventTime, so it must implement "
             "event_time_at(connection, key)"
         )
 
@@ -197,14 +199,15 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
         (``None``: all), and the highest key among the rows counted (``None`` if none).
 
         Driver only, on the thread that plans micro-batches; called only when the source
-        sets ``records_indexed = True``, which lets a stream take ``maxRecordsPerTrigger``
+        mixes in :class:`~sources.capabilities.SupportsRecordIndex`, which lets a stream
+        take ``maxRecordsPerTrigger``
         though keys have gaps. Keep it to one query on the key's index (the ``rows``-th
         key from ``low``), not a scan.
 
         Raises
         ------
         NotImplementedError
-            The default: a source that sets ``records_indexed`` implements it.
+            The default: a source that mixes in ``SupportsRecordIndex`` implements it.
 
         Examples
         --------
@@ -223,7 +226,7 @@ class IncrementalTableSource(Source[KeyRangeSplit, IncrementalTableState]):
         >>> connection.close()
         """
         raise NotImplementedError(
-            f"{type(self).__name__}.records_indexed is True, so it must implement "
+            f"{type(self).__name__} is a SupportsRecordIndex, so it must implement "
             "keys_ahead(connection, low, high, rows)"
         )
 

@@ -21,7 +21,7 @@ import copy
 import itertools
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import ClassVar, Self
 
@@ -39,12 +39,21 @@ from enumerators.kafka_filters import narrowed
 from enumerators.kafka_offsets import ReadBounds
 from readers.kafka import KafkaReaderConfig, KafkaSplitReader
 from sources.api import Source
+from sources.capabilities import (
+    SupportsCountedRecords,
+    SupportsDerivedSplits,
+    SupportsEventTime,
+    SupportsFilterPushdown,
+    SupportsPlanRefinement,
+    SupportsSplitLabels,
+)
 from sources.errors import InvalidOptionError
 from sources.filters import Filter
 from sources.kafka_config import KafkaClientConfig
 from sources.options import Option, Options, filled_config
 from sources.split import Boundedness
 from sources.splits.kafka import KafkaPartitionSplit, KafkaPartitionSplitSerializer
+from sources.tuning import Tuning
 
 __all__ = ["KafkaSource", "KafkaSourceConfig"]
 
@@ -72,19 +81,24 @@ class KafkaSourceConfig:
     """``maxRecordsPerPartition``: cut ranges so that no task reads more records."""
 
 
-class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
+class KafkaSource(
+    SupportsCountedRecords[KafkaPartitionSplit],
+    SupportsEventTime,
+    SupportsFilterPushdown,
+    SupportsPlanRefinement[KafkaPartitionSplit],
+    SupportsDerivedSplits[KafkaPartitionSplit],
+    SupportsSplitLabels,
+    Source[KafkaPartitionSplit, KafkaEnumeratorState],
+):
     """Reads Kafka topics with Spark's Kafka source options and schema; see the module doc."""
 
     name = "kafka"
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
-    positions_count_records = True
     # Kafka's rows are small, and Spark moves fewer, larger Arrow batches from Python to
     # the JVM faster (measured in docs/performance.md); maxBytesPerBatch still bounds
-    # batches of large records.
-    default_max_records_per_batch = 50_000
-    # A micro-batch's ranges are small: spread over the cores, not a task per partition,
-    # since every Python task costs more than Spark's JVM tasks (docs/performance.md).
-    default_max_partition_bytes: int | None = 128 << 20
+    # batches of large records. A micro-batch's ranges are small: spread over the cores,
+    # not a task per partition, since every Python task costs more than Spark's JVM tasks.
+    tuning = Tuning(max_partition_bytes=128 << 20, max_records_per_batch=50_000)
     option_aliases: ClassVar = MappingProxyType({"minOffsetsPerTrigger": "minRecordsPerTrigger"})
     proportional_record_limit: ClassVar = Option.integer(
         "maxOffsetsPerTrigger",
@@ -276,7 +290,8 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
         self.reader_config = reader
         self.config = config
         if config.min_partitions is not None or config.max_records_per_partition is not None:
-            self.default_max_partition_bytes = None  # the user asked for a task per piece
+            # the user asked for a task per piece
+            self.tuning = replace(type(self).tuning, max_partition_bytes=None)
         self.filters: tuple[Filter, ...] = ()
         """Spark's pushed filters of a bounded read."""
 
@@ -316,10 +331,6 @@ class KafkaSource(Source[KafkaPartitionSplit, KafkaEnumeratorState]):
 
     def schema(self) -> str:
         return f"{SCHEMA}, {HEADERS}" if self.config.include_headers else SCHEMA
-
-    def knows_event_time(self) -> bool:
-        """Yes: a record's event time is its ``timestamp``."""
-        return True
 
     def push_filters(
         self, filters: Sequence[Filter], schema: pa.Schema

@@ -17,9 +17,11 @@ from enumerators.numbers import NumberSequenceStateSerializer, number_sequence_e
 from enumerators.static import StaticSplitEnumerator
 from readers.numbers import NumberSequenceSplitReader
 from sources.api import Source
+from sources.capabilities import SupportsCountedRecords
 from sources.errors import InvalidOptionError
 from sources.options import Option, Options
 from sources.splits.numbers import NumberSequenceSplit, NumberSequenceSplitSerializer
+from sources.tuning import Tuning
 
 __all__ = ["NumberSequenceSource"]
 
@@ -27,7 +29,10 @@ LONG_MIN = -(1 << 63)
 LONG_MAX = (1 << 63) - 1
 
 
-class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]]):
+class NumberSequenceSource(
+    SupportsCountedRecords[NumberSequenceSplit],
+    Source[NumberSequenceSplit, list[NumberSequenceSplit]],
+):
     """The numbers ``from`` .. ``to`` (inclusive) as a ``value BIGINT NOT NULL`` column.
 
     Example::
@@ -37,7 +42,7 @@ class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]
     """
 
     name = "numbers"
-    positions_count_records = True
+    tuning = Tuning(read_ahead=0)  # numbers are generated without a wait to overlap
     options: ClassVar = (
         Option.integer("from", "first number, inclusive", default=0),
         Option.integer("to", "last number, inclusive"),
@@ -86,10 +91,6 @@ class NumberSequenceSource(Source[NumberSequenceSplit, list[NumberSequenceSplit]
 
     def create_reader(self, schema: pa.Schema) -> NumberSequenceSplitReader:
         return NumberSequenceSplitReader()
-
-    def read_ahead(self) -> int:
-        """0: numbers are generated without a wait to overlap."""
-        return 0
 
     def split_serializer(self) -> NumberSequenceSplitSerializer:
         return NumberSequenceSplitSerializer()

@@ -51,6 +51,7 @@ from sources.postgres_catalog import TableDescription, quote_identifier
 from sources.postgres_connection import PostgresConnection
 from sources.split import Boundedness
 from sources.splits.postgres import PostgresStreamSplit, PostgresStreamSplitSerializer
+from sources.tuning import Tuning
 
 __all__ = ["PostgresChangesSource"]
 
@@ -62,7 +63,7 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
 
     name = "postgres_changes"
     supported_boundedness = frozenset({Boundedness.CONTINUOUS_UNBOUNDED})
-    streams_need_state_location = True  # the chunks of a large table outgrow an offset
+    tuning = Tuning(state_location_required=True)  # a large table's chunks outgrow an offset
     options: ClassVar = (
         *table_options(DEFAULT_CHUNK_SIZE),
         Option.string(

@@ -2,8 +2,11 @@
 
 A hybrid passes ``live.failOnDataLoss`` to its Kafka stage as ``failOnDataLoss``;
 the Kafka source's errors name the option it knows. :class:`PrefixedOptions`
-rewrites the message of a :class:`~sources.errors.SplitSourceError` raised by
-such a source so that it names the option as the user gave it. Driver and
+names them as the user gave them: an
+:class:`~sources.errors.InvalidOptionError` gets the prefix on its ``option``
+field (and its valid options), from which its message is made again; in the
+prose of any :class:`~sources.errors.SplitSourceError` (a problem, a data-loss
+message's fix), the options it mentions get it as the patterns below find them. Driver and
 executor: the hybrid's enumerator and its split reader each wrap their calls
 into a stage.
 
@@ -22,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from sources.errors import SplitSourceError
+from sources.errors import InvalidOptionError, SplitSourceError
 
 __all__ = ["PrefixedOptions"]
 
@@ -65,6 +68,17 @@ class PrefixedOptions:
         """
         try:
             yield
+        except InvalidOptionError as error:
+            if error.options_prefix is None:
+                InvalidOptionError.__init__(
+                    error,
+                    error.source,
+                    self.prefix + error.option,
+                    self.named(error.problem),
+                    [self.prefix + name for name in error.valid],
+                )
+                error.options_prefix = self.prefix
+            raise
         except SplitSourceError as error:
             if error.options_prefix is None and error.args and isinstance(error.args[0], str):
                 error.args = (self.named(error.args[0]), *error.args[1:])

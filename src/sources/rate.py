@@ -16,6 +16,7 @@ from enumerators.base import EnumeratorContext
 from enumerators.rate import RateEnumerator, RateState, RateStateSerializer
 from readers.rate import RateSplitReader
 from sources.api import Source
+from sources.capabilities import SupportsCountedRecords
 from sources.options import Option, Options
 from sources.split import Boundedness
 from sources.splits.rate import RateSplit, RateSplitSerializer
@@ -23,7 +24,7 @@ from sources.splits.rate import RateSplit, RateSplitSerializer
 __all__ = ["RateSource"]
 
 
-class RateSource(Source[RateSplit, RateState]):
+class RateSource(SupportsCountedRecords[RateSplit], Source[RateSplit, RateState]):
     """An unbounded ``value BIGINT NOT NULL`` stream at ``rowsPerSecond``.
 
     Example::
@@ -34,7 +35,6 @@ class RateSource(Source[RateSplit, RateState]):
 
     name = "rate"
     supported_boundedness = frozenset({Boundedness.CONTINUOUS_UNBOUNDED})
-    positions_count_records = True
     options: ClassVar = (
         Option.integer("rowsPerSecond", "rows per second, over all splits", 1000, minimum=1),
         Option.integer("splits", "number of splits", default=2, minimum=1, maximum=10_000),

@@ -25,14 +25,18 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
+from sources.capabilities import SupportsEventTime, SupportsRecordIndex
 from sources.errors import InvalidOptionError, SchemaMismatchError
 from sources.incremental_table import DEFAULT_SPLIT_SIZE, IncrementalTableSource
 from sources.options import Option, Options
+from sources.splits.incremental_table import KeyRangeSplit
 
 __all__ = ["SqliteTableSource", "quote_identifier", "sqlite_type_to_spark"]
 
 
-class SqliteTableSource(IncrementalTableSource):
+class SqliteTableSource(
+    SupportsRecordIndex[KeyRangeSplit], SupportsEventTime, IncrementalTableSource
+):
     """The rows of ``table`` in the SQLite database ``path``, split by ``keyColumn``.
 
     The schema is the table's, from its declared column types (see
@@ -57,7 +61,6 @@ class SqliteTableSource(IncrementalTableSource):
         ),
         *IncrementalTableSource.options,
     )
-    records_indexed = True
     event_time_hint = (
         "set eventTimeColumn to a column of the table holding each row's time (integer "
         "milliseconds since the epoch or ISO-8601 text) that grows with the key"

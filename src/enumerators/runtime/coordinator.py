@@ -54,6 +54,7 @@ from enumerators.runtime.record_cap import IndexedRange, RecordCap
 from enumerators.runtime.state_spill import INLINE_SPLITS_LIMIT, INLINE_STATE_LIMIT, StateSpill
 from enumerators.runtime.state_store import StateStore
 from sources.api import Source
+from sources.capabilities import SupportsRecordIndex, counts_records, split_labels
 from sources.errors import SplitSourceError
 from sources.serialization import frame, unframe
 from sources.split import SourceSplit, require_unique_split_ids
@@ -174,7 +175,7 @@ class StreamCoordinator:
         aligned = self._aligned(enumerator, entries, ends, start, limited, counter)
         reachable = ends if aligned is None else aligned.ends
         backlogs = {sid: max(0, reachable[sid] - e.position) for sid, e in entries.items()}
-        counted = all(self._source.split_counts_records(e.split) for e in entries.values())
+        counted = all(counts_records(self._source, e.split) for e in entries.values())
         fits = aligned is not None and aligned.fits_budget  # the cut keeps to the budget
         limits = self._admission.limits
         shares = limits.max_records is not None and not fits
@@ -219,8 +220,8 @@ class StreamCoordinator:
         return (
             limited
             and (limits.max_records is not None or limits.min_records is not None)
-            and self._source.records_indexed
-            and not all(self._source.split_counts_records(e.split) for e in entries.values())
+            and isinstance(self._source, SupportsRecordIndex)
+            and not all(counts_records(self._source, e.split) for e in entries.values())
         )
 
     def _count_up_to(self) -> int | None:
@@ -241,16 +242,16 @@ class StreamCoordinator:
         ``ends``, through the enumerator."""
         if not isinstance(enumerator, RecordIndex):
             raise SplitSourceError(
-                f"{self._name} says its records are indexed (records_indexed), but its "
-                f"enumerator {type(enumerator).__name__} is no RecordIndex; implement "
-                "records_ahead, or set records_indexed = False"
+                f"{self._name} is a SupportsRecordIndex, but its enumerator "
+                f"{type(enumerator).__name__} is no RecordIndex; implement records_ahead, or "
+                "drop SupportsRecordIndex from the source's bases"
             )
         return RecordCap(
             enumerator,
             {
                 sid: IndexedRange(entries[sid].split, entries[sid].position, end)
                 for sid, end in ends.items()
-                if not self._source.split_counts_records(entries[sid].split)
+                if not counts_records(self._source, entries[sid].split)
             },
         )
 
@@ -268,7 +269,7 @@ class StreamCoordinator:
             return sum(indexed.values()) + sum(
                 end - entries[sid].position
                 for sid, end in ends.items()
-                if self._source.split_counts_records(entries[sid].split)
+                if counts_records(self._source, entries[sid].split)
             )
 
         return count
@@ -301,7 +302,7 @@ class StreamCoordinator:
             return None
         if not isinstance(enumerator, EventTimeIndex):
             raise SplitSourceError(
-                f"{self._name} says it knows event time (knows_event_time), but its "
+                f"{self._name} says it knows event time (SupportsEventTime), but its "
                 f"enumerator {type(enumerator).__name__} is no EventTimeIndex; implement "
                 "event_times_at and cut_at_event_time, or drop maxEventTimeDrift"
             )
@@ -354,7 +355,7 @@ class StreamCoordinator:
             labels={
                 sid: labels
                 for sid in (entries if len(entries) <= LISTED_SPLITS else ())
-                if (labels := self._source.split_labels(sid))
+                if (labels := split_labels(self._source, sid))
             },
         )
 

@@ -24,7 +24,8 @@ the epoch, at which each split it lists stands. ``state`` is the enumerator's
 own state: inline while small, else by reference into the state store. Every
 split and state is in the versioned frame of :mod:`sources.serialization`.
 A split listed in ``positions`` but not in ``splits`` is *derived*: the source's
-:meth:`~sources.api.Source.derive_split` rebuilds it from its id and position
+:meth:`~sources.capabilities.SupportsDerivedSplits.derive_split` rebuilds it from its
+id and position
 (a Kafka partition carried on from the previous batch). Version 3 (every split
 in ``splits``), version 2 (the same without ``eventTimes``) and version 1 offsets
 (``"splits": {"<split id>": {"position": 120, "split": "<base64>"}}``) are still
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sources.api import Source
+from sources.capabilities import derived_split
 from sources.errors import CorruptDataError, NewerVersionError
 from sources.serialization import frame
 
@@ -139,11 +141,12 @@ class StreamOffset:
 
 
 def split_deriver(source: Source[Any, Any]) -> DeriveSplit:
-    """The framed splits ``source`` derives (:meth:`~sources.api.Source.derive_split`)."""
+    """The framed splits ``source`` derives
+    (:meth:`~sources.capabilities.SupportsDerivedSplits.derive_split`)."""
     serializer = source.split_serializer()
 
     def derive(split_id: str, position: int) -> bytes | None:
-        split = source.derive_split(split_id, position)
+        split = derived_split(source, split_id, position)
         return None if split is None else frame(serializer, split)
 
     return derive

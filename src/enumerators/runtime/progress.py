@@ -58,8 +58,9 @@ class SourceReport:
     """The figures of the batch's event-time cut
     (:meth:`~enumerators.runtime.alignment.AlignedCut.figures`)."""
     labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    """What each split is (:meth:`~sources.api.Source.split_labels`), for splits that have
-    labels; reported as ``splitLabels``."""
+    """What each split is, for splits that have labels
+    (:meth:`~sources.capabilities.SupportsSplitLabels.split_labels`); reported as
+    ``splitLabels``."""
 
     def metrics(self) -> dict[str, Any]:
         """The figures under ``metrics``."""

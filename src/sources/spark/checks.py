@@ -2,7 +2,10 @@
 
 A method whose parameters do not fit the call splitsource makes (``create_reader(self)``
 where ``create_reader(self, schema)`` is called) fails when the source is registered,
-with the method named, instead of inside a Spark task minutes later.
+with the method named, instead of inside a Spark task minutes later. So does a member
+splitsource would never use: a capability's method on a source without the capability's
+interface (:mod:`sources.capabilities`), or a setting of the ``Source`` of releases
+before 0.2, each named with what to write instead.
 """
 
 from __future__ import annotations
@@ -15,6 +18,18 @@ from typing import Any
 from enumerators.base import SplitEnumerator
 from readers.base import SplitReader
 from sources.api import Source
+from sources.capabilities import (
+    SupportsCountedRecords,
+    SupportsDerivedSplits,
+    SupportsEventTime,
+    SupportsFilterPushdown,
+    SupportsPinning,
+    SupportsPlanRefinement,
+    SupportsRecordIndex,
+    SupportsRecordLimits,
+    SupportsSplitLabels,
+    SupportsStorageOptions,
+)
 from sources.errors import SourceDefinitionError
 from sources.serialization import SimpleVersionedSerializer
 
@@ -29,15 +44,86 @@ _MADE_BY = {
 }
 """The Source's factory methods and the API class of what each returns."""
 
+_CAPABILITIES: tuple[type, ...] = (
+    SupportsFilterPushdown,
+    SupportsEventTime,
+    SupportsRecordLimits,
+    SupportsDerivedSplits,
+    SupportsPinning,
+    SupportsPlanRefinement,
+    SupportsSplitLabels,
+    SupportsStorageOptions,
+)
+"""The interfaces of :mod:`sources.capabilities` whose members splitsource calls."""
+
+_TUNING = {
+    "default_max_partition_bytes": "max_partition_bytes",
+    "default_max_records_per_batch": "max_records_per_batch",
+    "read_ahead": "read_ahead",
+    "streams_need_state_location": "state_location_required",
+}
+"""Settings of the ``Source`` before 0.2 → their field of :class:`~sources.tuning.Tuning`."""
+
+_MARKERS = {
+    "positions_count_records": SupportsCountedRecords,
+    "records_indexed": SupportsRecordIndex,
+}
+"""Flags of the ``Source`` before 0.2 → the interface that replaced each."""
+
 
 def check_source_class(source_class: type[Source[Any, Any]]) -> None:
     """Check ``source_class``, and the classes its factory methods are annotated to return,
     against the API; raise :class:`SourceDefinitionError` naming the first misfit."""
+    check_current_api(source_class)
     check_overrides(source_class, Source)
+    for capability in _CAPABILITIES:
+        if issubclass(source_class, capability):
+            check_overrides(source_class, capability)
     for factory, api in _MADE_BY.items():
         made = _returned_class(getattr(source_class, factory))
         if made is not None and issubclass(made, api) and made is not api:
             check_overrides(made, api)
+
+
+def check_current_api(source_class: type[Source[Any, Any]]) -> None:
+    """Raise :class:`SourceDefinitionError` if ``source_class`` has a member splitsource
+    would not use: a setting of the ``Source`` before 0.2, or a capability's member
+    without the capability's interface among its bases."""
+    name = source_class.__qualname__
+    for old, field in _TUNING.items():
+        if hasattr(source_class, old):
+            raise SourceDefinitionError(
+                f"{name}.{old} is not read since splitsource 0.2: set "
+                f"tuning = Tuning({field}=...) in the class body instead (from sources.tuning "
+                "import Tuning)."
+            )
+    for old, marker in _MARKERS.items():
+        if hasattr(source_class, old):
+            raise SourceDefinitionError(
+                f"{name}.{old} is not read since splitsource 0.2: remove it and add "
+                f"{marker.__name__} (from sources.capabilities) to the bases of {name}."
+            )
+    for capability in _CAPABILITIES:
+        if issubclass(source_class, capability):
+            continue
+        for member in _own_members(capability):
+            if hasattr(source_class, member):
+                raise SourceDefinitionError(
+                    f"{name}.{member} is never called: splitsource calls it only on a "
+                    f"{capability.__name__}. Add a {_kind(capability)} (from "
+                    f"sources.capabilities) to the bases of {name}, before Source."
+                )
+
+
+def _own_members(capability: type) -> list[str]:
+    """The public members ``capability`` declares (inherited ones from ``object`` aside)."""
+    return [m for m in vars(capability) if not m.startswith("_")]
+
+
+def _kind(capability: type) -> str:
+    """What to mix in for ``capability``: itself, or one of its kinds."""
+    kinds = capability.__subclasses__() if capability is SupportsRecordLimits else []
+    return " or ".join(k.__name__ for k in kinds) or capability.__name__
 
 
 def check_overrides(cls: type, api: type) -> None:

@@ -27,6 +27,7 @@ from pyspark.sql.types import StructType
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode, SplitEnumerator
 from readers.fetcher import FetcherSettings
 from sources.api import Source
+from sources.capabilities import SupportsFilterPushdown, pin, unpinned
 from sources.errors import SplitSourceError, UnsupportedBoundednessError
 from sources.options import Option
 from sources.spark.checks import check_source_class
@@ -226,7 +227,7 @@ class SplitSourceDataSource(DataSource):
             options, (*READ_OPTIONS, *stream_options_of(self.source_class))
         )
         check_stream_options(self.source, self.read_options)
-        self.source.pin()
+        pin(self.source)
 
     @classmethod
     def name(cls) -> str:
@@ -243,7 +244,7 @@ class SplitSourceDataSource(DataSource):
                 f"{self.name()} cannot do a bounded read with spark.read; "
                 "read it with spark.readStream instead."
             )
-        pushes = type(self.source).push_filters is not Source.push_filters and pushdown_wanted(
+        pushes = isinstance(self.source, SupportsFilterPushdown) and pushdown_wanted(
             self.read_options["pushFilters"], self.name()
         )
         reader = FilteringSourceReader if pushes else BoundedSourceReader
@@ -252,7 +253,7 @@ class SplitSourceDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         try:
             return SplitSourceStreamReader(
-                self.source.unpinned(), schema, self.read_options, self._cores()
+                unpinned(self.source), schema, self.read_options, self._cores()
             )
         except Exception as error:  # raised from the first call instead: see the class
             return RefusedStreamReader(error)
@@ -270,10 +271,12 @@ class BoundedSourceReader(SplitPartitionReading, DataSourceReader):
 
 
 class FilteringSourceReader(BoundedSourceReader):
-    """A bounded read of a source that takes Spark's filters (:meth:`Source.push_filters`)."""
+    """A bounded read of a source that takes Spark's filters (:class:`SupportsFilterPushdown`)."""
 
     @shown_plainly
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        if not isinstance(self.source, SupportsFilterPushdown):
+            return filters
         self.source, remaining = self.source.push_filters(filters, arrow_schema(self.schema))
         return remaining
 

@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 
 from readers.fetcher import FetcherSettings, SplitFetcher
 from sources.api import Source
+from sources.capabilities import refined_plan, unpinned
 from sources.options import Options
 from sources.serialization import frame, unframe
 from sources.spark.plain_errors import shown_plainly
@@ -68,16 +69,16 @@ class SplitPartitionReading:
         self.parallelism = parallelism
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "source": self.source.unpinned()}
+        return {**self.__dict__, "source": unpinned(self.source)}
 
     def partitions_of(self, splits: Sequence[SourceSplit]) -> list[SplitPartition]:
         """Pack ``splits``, as the source refines them, into partitions as the options say."""
-        splits = self.source.refine_plan(splits)
+        splits = refined_plan(self.source, splits)
         serializer = self.source.split_serializer()
         num_partitions = self.options["numPartitions"]
         max_bytes = self.options["maxPartitionBytes"]
         sizes = [split.estimated_bytes() for split in splits]
-        default_bytes = self.source.default_max_partition_bytes
+        default_bytes = self.source.tuning.max_partition_bytes
         if num_partitions is None and max_bytes is None and default_bytes is not None:
             groups = pack_for_cores(sizes, default_bytes, self.parallelism)
         else:
@@ -102,10 +103,10 @@ class SplitPartitionReading:
             schema,
             FetcherSettings(
                 max_records_per_batch=self.options["maxRecordsPerBatch"]
-                or self.source.default_max_records_per_batch
+                or self.source.tuning.max_records_per_batch
                 or FetcherSettings.max_records_per_batch,
                 max_bytes_per_batch=self.options["maxBytesPerBatch"],
-                queue_capacity=self.source.read_ahead()
+                queue_capacity=self.source.tuning.read_ahead
                 if self.options["fetchQueueCapacity"] is None
                 else self.options["fetchQueueCapacity"],
             ),

@@ -29,6 +29,13 @@ from enumerators.runtime.alignment import AlignmentSettings
 from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.state_store import StateStore
 from sources.api import Source
+from sources.capabilities import (
+    SupportsEventTime,
+    knows_event_time,
+    proportional_record_limit,
+    storage_options_for,
+    takes_record_limits,
+)
 from sources.errors import InvalidOptionError
 from sources.options import Option, Options, filled_config
 from sources.spark.metrics import log_batch
@@ -141,7 +148,7 @@ _RECORD_OPTIONS = ("maxRecordsPerTrigger", "minRecordsPerTrigger")
 def stream_options_of(source_class: type[Source[Any, Any]]) -> tuple[Option, ...]:
     """The stream options ``source_class`` takes: :data:`STREAM_OPTIONS`, and its
     ``proportional_record_limit`` (Kafka's ``maxOffsetsPerTrigger``) if it has one."""
-    own = source_class.proportional_record_limit
+    own = proportional_record_limit(source_class)
     return STREAM_OPTIONS if own is None else (*STREAM_OPTIONS, own)
 
 
@@ -150,7 +157,7 @@ def check_stream_options(source: Source[Any, Any], options: Options) -> None:
     record limits that share the budget by different rules, and event-time alignment
     for a source that does not know event time."""
     _check_alignment(source, options)
-    limit = source.proportional_record_limit
+    limit = proportional_record_limit(type(source))
     spark_name = None if limit is None else limit.name
     fair = options["maxRecordsPerTrigger"]
     if spark_name is not None and options[spark_name] is not None and fair is not None:
@@ -161,7 +168,7 @@ def check_stream_options(source: Source[Any, Any], options: Options) -> None:
             "shares the limit over partitions in proportion to their backlogs, as Spark "
             "does, maxRecordsPerTrigger shares it max-min fairly",
         )
-    if source.positions_count_records or source.records_indexed:
+    if takes_record_limits(source):
         return
     for name in _RECORD_OPTIONS:
         if options[name] is not None:
@@ -177,8 +184,9 @@ def _check_alignment(source: Source[Any, Any], options: Options) -> None:
     drift = options["maxEventTimeDrift"]
     if drift is None:
         return
-    if not source.knows_event_time():
-        fix = source.event_time_hint or (
+    if not knows_event_time(source):
+        hint = source.event_time_hint if isinstance(source, SupportsEventTime) else None
+        fix = hint or (
             "drop the option, or read a source that does (splitsource.kafka: the record timestamp)"
         )
         raise InvalidOptionError(
@@ -209,7 +217,8 @@ def admission_limits(options: Options, proportional: Option | None = None) -> Ad
     """The admission limits the stream options ask for: each option of
     :data:`STREAM_OPTIONS` that lands in a field of :class:`AdmissionLimits` fills it,
     and the source's ``proportional`` record limit, when given, is the record budget,
-    shared in proportion to the backlogs (:attr:`Source.proportional_record_limit`)."""
+    shared in proportion to the backlogs
+    (:attr:`~sources.capabilities.SupportsRecordLimits.proportional_record_limit`)."""
     limits = filled_config(AdmissionLimits, STREAM_OPTIONS, options)
     if proportional is None or options[proportional.name] is None:
         return limits
@@ -233,7 +242,7 @@ class SplitSourceStreamReader(
         parallelism: int = 1,
     ) -> None:
         super().__init__(source, schema, options, parallelism)
-        if source.streams_need_state_location and options["stateLocation"] is None:
+        if source.tuning.state_location_required and options["stateLocation"] is None:
             raise InvalidOptionError(
                 source.format_name(),
                 "stateLocation",
@@ -241,7 +250,7 @@ class SplitSourceStreamReader(
                 "a Spark offset (for files, the paths already read). Give a directory (any "
                 "fsspec URL) that lives as long as the checkpoint, e.g. next to it",
             )
-        self.limits = admission_limits(options, source.proportional_record_limit)
+        self.limits = admission_limits(options, proportional_record_limit(type(source)))
         self._coordinator: StreamCoordinator | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -255,7 +264,7 @@ class SplitSourceStreamReader(
             store = None
             if location is not None:
                 given = self.options["stateStorageOptions"]
-                storage = self.source.storage_options_for(location) if given is None else given
+                storage = storage_options_for(self.source, location) if given is None else given
                 store = StateStore(location, storage)
             self._coordinator = StreamCoordinator(
                 self.source,

@@ -9,7 +9,7 @@
   the ``splitsource_spark`` and ``splitsource_cluster_spark`` fixtures.
 """
 
-from sources.testing.ddl import parse_ddl
+from sources.ddl import parse_ddl
 from sources.testing.reading import read_all
 
 __all__ = ["parse_ddl", "read_all"]

@@ -18,6 +18,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode, SplitEnumerator
+from sources.capabilities import counts_records
 from sources.incremental_table import IncrementalTableSource
 from sources.serialization import frame, unframe
 from sources.spark.partitions import arrow_schema
@@ -59,7 +60,7 @@ def check_split_ranges(context: ConformanceContext, options: Mapping[str, Any]) 
             continue  # read whole: no position to cut at
         cut = low + (high - low) // 2
         whole = read(split)
-        if source.split_counts_records(split) and len(whole) != high - low:
+        if counts_records(source, split) and len(whole) != high - low:
             raise AssertionError(
                 f"{reader_name} read {len(whole)} records of split {split.split_id}'s "
                 f"range [{low}, {high}), whose positions count records: {high - low} "

@@ -17,12 +17,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from sources.api import Source
+from sources.ddl import parse_ddl
 from sources.serialization import unframe
 from sources.spark.datasource import data_source_for
 from sources.spark.partitions import SplitPartition, arrow_schema
 from sources.spark.stream_reader import SplitSourceStreamReader
 from sources.split import SourceSplit
-from sources.testing.ddl import parse_ddl
 from sources.testing.reading import shipped
 
 __all__ = ["logged", "next_batch", "partition_splits", "read_partitions", "stream_reader"]

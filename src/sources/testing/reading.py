@@ -10,10 +10,11 @@ from pyspark import cloudpickle
 from pyspark.sql.types import StructType
 
 from sources.api import Source
+from sources.capabilities import SupportsFilterPushdown
+from sources.ddl import parse_ddl
 from sources.filters import Filter
 from sources.spark.datasource import data_source_for
 from sources.spark.partitions import SplitPartitionReading, arrow_schema
-from sources.testing.ddl import parse_ddl
 
 __all__ = ["read_all", "shipped"]
 
@@ -32,8 +33,8 @@ def read_all(
     then read. ``schema`` stands for ``.schema(...)``; without it the source's own.
     Option values may be any objects; they are passed as their ``str``, as Spark does.
     ``filters`` are pushed to the source as Spark pushes a query's ``where``
-    (:meth:`~sources.api.Source.push_filters`); the rows are those the source reads,
-    before Spark would apply the filters it returns.
+    (:meth:`~sources.capabilities.SupportsFilterPushdown.push_filters`); the rows are
+    those the source reads, before Spark would apply the filters it returns.
 
     Returns
     -------
@@ -61,7 +62,11 @@ def read_all(
     data_source = shipped(data_source)  # Spark keeps it pickled from load() to the action
     struct = parse_ddl(declared) if isinstance(declared, str) else declared
     reader = data_source.reader(struct)
-    if filters and isinstance(reader, SplitPartitionReading):
+    if (
+        filters
+        and isinstance(reader, SplitPartitionReading)
+        and isinstance(reader.source, SupportsFilterPushdown)
+    ):
         reader.source, _ = reader.source.push_filters(list(filters), arrow_schema(struct))
     partitions = reader.partitions()
     on_executor = shipped(reader)

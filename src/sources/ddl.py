@@ -1,7 +1,8 @@
 """Spark DDL schemas (``"id bigint, tags array<string>"``) parsed without a Spark session.
 
-PySpark parses DDL in the JVM; the test kit reads sources in plain Python, so it
-parses the common forms itself: comma-separated ``name type [NOT NULL]`` fields,
+PySpark parses DDL in the JVM; the test kit reads sources in plain Python, and a
+hybrid reads a stage's schema before any session exists, so they parse the common
+forms here: comma-separated ``name type [NOT NULL]`` fields,
 Spark's primitive type names, ``decimal(p, s)``, ``array<...>``, ``map<...,...>``
 and ``struct<name: type, ...>``. Anything else is refused with a message that asks
 for a ``StructType`` instead.
