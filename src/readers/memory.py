@@ -3,7 +3,7 @@
 The fetcher thread allocates every batch a reader decodes, and the task's thread frees
 it once Spark has it. With pyarrow's default pool on Linux, mimalloc, that pattern costs
 a Spark task reading Parquet much more system time than with jemalloc or the system
-allocator (measured in ``docs/performance.md``).
+allocator (measured in ``docs/performance-files.md``).
 """
 
 from __future__ import annotations
