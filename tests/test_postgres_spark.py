@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from helpers.postgres import PostgresServer
-from helpers.postgres_writer import ROWS, Writer
+from helpers.postgres_writer import ROWS, Writer, rebuild_items
 from sources.postgres import PostgresSource
 from sources.postgres_changes import PostgresChangesSource
 from sources.spark import register
@@ -196,18 +196,7 @@ def test_a_stream_of_changes_rebuilds_the_table_while_a_writer_changes_it(
         typed.stop()
 
     assert {"r"} in item_ops
-    table: dict[int, int] = {}
-    for row in sorted(item_rows, key=lambda r: (r["lsn"], r["seq"])):
-        key = (row["after"] or row["before"])["id"]
-        if row["op"] in ("r", "c"):
-            assert key not in table, f"{row['op']} of key {key}, present"
-            table[key] = row["after"]["v"]
-        elif row["op"] == "u":
-            assert table.get(key) == row["after"]["v"] - 1, f"update of key {key} out of order"
-            table[key] = row["after"]["v"]
-        else:
-            del table[key]
-    assert table == dict(db("SELECT id, v FROM items"))
+    assert rebuild_items(item_rows) == dict(db("SELECT id, v FROM items"))
 
     after = {row["after"]["id"]: (row["op"], row["after"]) for row in typed_rows}
     assert [after[key][0] for key in (1, 2, 3, 4)] == ["r", "r", "c", "c"]

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from helpers.postgres import PostgresServer
 
-__all__ = ["ROWS", "Writer"]
+__all__ = ["ROWS", "Writer", "rebuild_items"]
 
 ROWS = 3_000
 """The keys ``0 .. ROWS - 1`` the table starts with; the writer picks keys from -50 to
@@ -20,9 +22,11 @@ class Writer(threading.Thread):
     """Small transactions of updates (``v + 1``), deletes and inserts (``v = 0``) of random
     keys, some below and above the table's keys, until stopped."""
 
-    def __init__(self, postgres: PostgresServer, database: str) -> None:
+    def __init__(self, postgres: PostgresServer, database: str, pause: float = 0.0) -> None:
         super().__init__(daemon=True)
         self.connection = postgres.connect(database, autocommit=False)
+        self.pause = pause
+        """Seconds between transactions: some leave the CPU to Spark drivers starting."""
         self.stopped = threading.Event()
         self.transactions = 0
         self.failure: BaseException | None = None
@@ -44,5 +48,28 @@ class Writer(threading.Thread):
                         self.connection.execute(statement, (key,))
                     self.connection.commit()
                     self.transactions += 1
+                    self.stopped.wait(self.pause)
         except BaseException as error:
             self.failure = error
+
+
+def rebuild_items(rows: Iterable[Mapping[str, Any]]) -> dict[int, int]:
+    """The ``items`` table (``id`` to ``v``) that envelope ``rows`` rebuild, applied per key in
+    (``lsn``, ``seq``) order; fails at the first change seen twice, lost or out of order (an
+    insert of a present key, an update not one above the value it updates)."""
+    table: dict[int, int] = {}
+    for row in sorted(rows, key=lambda r: (r["lsn"], r["seq"])):
+        key = (row["after"] or row["before"])["id"]
+        if row["op"] in ("r", "c"):
+            assert key not in table, f"{row['op']} of key {key} at {row['lsn']}, present"
+            table[key] = row["after"]["v"]
+        elif row["op"] == "u":
+            assert table.get(key) == row["after"]["v"] - 1, (
+                f"update of key {key} at {row['lsn']} to {row['after']['v']} finds "
+                f"{table.get(key)}: a change lost, repeated or out of order"
+            )
+            table[key] = row["after"]["v"]
+        else:
+            assert key in table, f"delete of key {key} at {row['lsn']}, absent"
+            del table[key]
+    return table
