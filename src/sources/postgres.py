@@ -48,6 +48,23 @@ ADBC connection: 94 ms here) stay small, small enough to retry (design decision 
 _INTEGER_KEYS = frozenset({"smallint", "int", "bigint"})
 
 
+def table_options(chunk_size: int) -> tuple[Option, ...]:
+    """The options that name a table and how it is cut: Spark's JDBC names where it has them."""
+    return (
+        Option.string("url", "the server and database: postgresql://host:port/database"),
+        Option.string("user", "the role to connect as (else the url's)", default=None),
+        Option.string("password", "the role's password (never shown)", default=None),
+        Option.string("dbtable", "the table to read: name or schema.name, as in SQL"),
+        Option.integer("chunkSize", "rows per chunk: one task each", chunk_size, minimum=1),
+        Option.string(
+            "chunkKeyColumn",
+            "the integer column to cut chunks by, for a table whose primary key is not one "
+            "integer column (default: the primary key)",
+            default=None,
+        ),
+    )
+
+
 class PostgresSource(Source[TableChunkSplit, list[TableChunkSplit]]):
     """The rows of ``dbtable``, read by chunks of its integer key.
 
@@ -57,19 +74,7 @@ class PostgresSource(Source[TableChunkSplit, list[TableChunkSplit]]):
     """
 
     name = "postgres"
-    options: ClassVar = (
-        Option.string("url", "the server and database: postgresql://host:port/database"),
-        Option.string("user", "the role to connect as (else the url's)", default=None),
-        Option.string("password", "the role's password (never shown)", default=None),
-        Option.string("dbtable", "the table to read: name or schema.name, as in SQL"),
-        Option.integer("chunkSize", "rows per chunk: one task each", DEFAULT_CHUNK_SIZE, minimum=1),
-        Option.string(
-            "chunkKeyColumn",
-            "the integer column to cut chunks by, for a table whose primary key is not one "
-            "integer column (default: the primary key)",
-            default=None,
-        ),
-    )
+    options: ClassVar = table_options(DEFAULT_CHUNK_SIZE)
 
     def __init__(
         self,
@@ -165,23 +170,6 @@ def resolve_table(
             "(schema.name, with double quotes where the name has capitals)",
         )
     return connection, table, _chunk_key(format_name, table, options["chunkKeyColumn"])
-
-
-def table_options(chunk_size: int) -> tuple[Option, ...]:
-    """The options that name a table and how it is cut: Spark's JDBC names where it has them."""
-    return (
-        Option.string("url", "the server and database: postgresql://host:port/database"),
-        Option.string("user", "the role to connect as (else the url's)", default=None),
-        Option.string("password", "the role's password (never shown)", default=None),
-        Option.string("dbtable", "the table to read: name or schema.name, as in SQL"),
-        Option.integer("chunkSize", "rows per chunk: one task each", chunk_size, minimum=1),
-        Option.string(
-            "chunkKeyColumn",
-            "the integer column to cut chunks by, for a table whose primary key is not one "
-            "integer column (default: the primary key)",
-            default=None,
-        ),
-    )
 
 
 def _chunk_key(format_name: str, table: TableDescription, chosen: str | None) -> str:
