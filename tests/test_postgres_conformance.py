@@ -1,0 +1,102 @@
+"""``splitsource.postgres`` passes the author kit's conformance suite (:mod:`sources.testing`).
+
+Each input is a new table of the test's database on the real server, ``ROWS`` rows per
+chunk (``chunkSize``), its keys with gaps as deletes leave them; chunks are the splits.
+The table does not grow: a stream of this format reads it once, as a bounded read does
+(its changes are ``splitsource.postgres_changes``'). The golden values and the hypothesis
+strategies are those of ``test_postgres_source``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Hashable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pytest
+from hypothesis import strategies as st
+
+import test_postgres_source as base
+from helpers.postgres import PostgresServer
+from sources.postgres import PostgresSource
+from sources.splits.postgres import TableChunkSplit
+from sources.testing.conformance import ConformanceContext, SourceConformanceSuite
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+    from pyspark.sql import SparkSession
+
+ROWS = 400
+"""Rows per chunk."""
+KEY_STEP = 3
+"""Keys from one row to the next."""
+
+
+class PostgresContext(ConformanceContext):
+    source_class = PostgresSource
+    stream_options: ClassVar = {"maxSplitsPerTrigger": 1}
+    golden_directory = Path(__file__).parent / "golden"
+    golden_prefix = "postgres"
+    tables = itertools.count()
+
+    def __init__(self, directory: Path, server: PostgresServer, database: str) -> None:
+        super().__init__(directory)
+        self.server = server
+        self.database = database
+        self.table = ""
+
+    def create_input(self, splits: int) -> Mapping[str, Any]:
+        self.table = f"items_{next(self.tables)}"
+        with self.server.connect(self.database) as db:
+            db.execute(f"CREATE TABLE {self.table} (id bigint PRIMARY KEY, name text NOT NULL)")
+            db.execute(
+                f"INSERT INTO {self.table} SELECT k, 'e' || k "
+                f"FROM generate_series(%s::bigint, %s::bigint, %s::bigint) AS k",
+                (KEY_STEP, KEY_STEP * splits * ROWS, KEY_STEP),
+            )
+            db.execute(f"ANALYZE {self.table}")
+        return {
+            "url": f"postgresql://127.0.0.1:{self.server.port}/{self.database}",
+            "user": self.server.user,
+            "password": self.server.password,
+            "dbtable": self.table,
+            "chunkSize": ROWS,
+        }
+
+    def row(self, record: Mapping[str, Any]) -> Hashable:
+        return (record["id"], record["name"])
+
+    def expected_rows(self) -> Iterable[Hashable]:
+        with self.server.connect(self.database) as db:
+            rows: list[tuple[int, str]] = db.execute(
+                f"SELECT id, name FROM {self.table}"
+            ).fetchall()
+            return rows
+
+    def splits(self) -> SearchStrategy[TableChunkSplit]:
+        return base.chunks
+
+    def states(self) -> SearchStrategy[list[TableChunkSplit]]:
+        return st.lists(base.chunks, max_size=5)
+
+    def golden_split(self, version: int) -> TableChunkSplit:
+        assert version == 1
+        return base.GOLDEN_SPLIT
+
+    def golden_state(self, version: int) -> list[TableChunkSplit]:
+        assert version == 1
+        return base.GOLDEN_STATE
+
+
+@pytest.mark.postgres
+class TestPostgres(SourceConformanceSuite):
+    @pytest.fixture
+    def spark_session(self, spark: SparkSession) -> SparkSession:
+        return spark
+
+    @pytest.fixture
+    def context(
+        self, tmp_path: Path, postgres: PostgresServer, postgres_database: str
+    ) -> PostgresContext:
+        return PostgresContext(tmp_path, postgres, postgres_database)
