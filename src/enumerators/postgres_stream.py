@@ -38,6 +38,7 @@ from readers.postgres_chunk_store import ChunkStore
 from readers.postgres_log import ChunkFilter
 from sources.errors import CorruptDataError, DataLossError
 from sources.postgres_catalog import TableDescription, quote_identifier
+from sources.postgres_checks import SlotClaim
 from sources.postgres_connection import PostgresConnection
 from sources.postgres_slot import advance_slot, lsn_number, readable_end
 from sources.serialization import SimpleVersionedSerializer
@@ -78,6 +79,7 @@ class StreamSettings:
     slot: str
     publication: str
     store_url: str
+    format_name: str = "splitsource.postgres_changes"
 
 
 class PostgresStreamEnumerator(SplitEnumerator[PostgresStreamSplit, PostgresStreamState]):
@@ -87,11 +89,15 @@ class PostgresStreamEnumerator(SplitEnumerator[PostgresStreamSplit, PostgresStre
         self._settings = settings
         self._state = state
         self._chunks_in_flight = False
+        self._claim: SlotClaim | None = None
 
     def handle_splits_in_flight(self, splits: Sequence[PostgresStreamSplit]) -> None:
         self._chunks_in_flight = any(isinstance(split, StreamChunkSplit) for split in splits)
 
     def start(self) -> None:
+        if self._claim is None:  # one stream per slot, for as long as this one runs
+            settings = self._settings
+            self._claim = SlotClaim.take(settings.format_name, settings.connection, settings.slot)
         if self._state.start_lsn is not None and self._state.chunks is not None:
             return
         with self._settings.connection.psycopg() as session:
@@ -139,6 +145,12 @@ class PostgresStreamEnumerator(SplitEnumerator[PostgresStreamSplit, PostgresStre
 
     def is_end_of_input(self) -> bool:
         return False
+
+    def close(self) -> None:
+        """Let the slot go (another stream may take it)."""
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            claim.release()
 
     def snapshot_state(self, checkpoint_id: int) -> PostgresStreamState:
         return self._state

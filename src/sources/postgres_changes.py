@@ -48,6 +48,7 @@ from sources.errors import InvalidOptionError
 from sources.options import Option, Options
 from sources.postgres import DEFAULT_CHUNK_SIZE, resolve_table, table_options
 from sources.postgres_catalog import TableDescription, quote_identifier
+from sources.postgres_checks import check_change_capture
 from sources.postgres_connection import PostgresConnection
 from sources.split import Boundedness
 from sources.splits.postgres import PostgresStreamSplit, PostgresStreamSplitSerializer
@@ -116,6 +117,7 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
         except ValueError as problem:
             raise InvalidOptionError(cls.format_name(), "snapshotLocation", str(problem)) from None
         connection, table, key = resolve_table(cls.format_name(), options)
+        check_change_capture(cls.format_name(), connection, table, slot)
         return cls(
             connection,
             table,
@@ -143,6 +145,7 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
             self.slot,
             self.publication,
             self.snapshot_location,
+            self.format_name(),
         )
         return PostgresStreamEnumerator(settings, state)
 

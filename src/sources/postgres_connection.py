@@ -81,9 +81,14 @@ class PostgresConnection:
         parts = urlsplit(self.url)
         return self.user or (unquote(parts.username) if parts.username else None)
 
-    def psycopg(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
-        """A new psycopg 3 connection (``autocommit`` by default)."""
+    def psycopg(
+        self, *, autocommit: bool = True, application_name: str | None = None
+    ) -> psycopg.Connection[Any]:
+        """A new psycopg 3 connection (``autocommit`` by default), named ``application_name``
+        in ``pg_stat_activity`` if given."""
         extra: dict[str, Any] = {"user": self.user} if self.user else {}
+        if application_name is not None:
+            extra["application_name"] = application_name
         if self.password is not None:
             extra["password"] = self.password
         return psycopg.connect(self.url, autocommit=autocommit, **extra)

@@ -1,0 +1,179 @@
+"""What a Postgres change stream needs of the server, the role, the table and the slot.
+
+Driver only (psycopg 3). :func:`check_change_capture` runs when
+``splitsource.postgres_changes`` is built from its options (``load()``), so that a server
+not set up for logical decoding, a role without ``REPLICATION``, a table whose updates
+Postgres cannot publish, or a slot that another stream or client holds fail at once, each
+with an :class:`~sources.errors.InvalidOptionError` naming the option and what to change,
+instead of an error from deep inside the first micro-batch.
+
+A stream holds its slot while its enumerator runs (:class:`SlotClaim`): a session-level
+advisory lock on a session named after the slot, which the server releases when the driver
+stops or dies, so that a second stream on the same slot, which would confirm the slot past
+what the first one's sink has, is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import psycopg
+
+from sources.errors import InvalidOptionError
+from sources.postgres_catalog import TableDescription
+from sources.postgres_connection import PostgresConnection
+
+__all__ = ["SlotClaim", "check_change_capture"]
+
+_LOCK = "hashtextextended('splitsource slot ' || %s, 0)"
+
+
+def _session_name(slot: str) -> str:
+    """The ``application_name`` of the session that holds ``slot``'s claim."""
+    return f"splitsource slot {slot}"
+
+
+def check_change_capture(
+    format_name: str, connection: PostgresConnection, table: TableDescription, slot: str
+) -> None:
+    """Check that the server decodes its log, the role may use replication slots, Postgres
+    can publish ``table``'s updates and deletes, and ``slot`` is free for this stream.
+
+    Raises
+    ------
+    InvalidOptionError
+        Naming ``url`` (``wal_level`` is not ``logical``), ``user`` (no ``REPLICATION``),
+        ``dbtable`` (no primary key and no ``REPLICA IDENTITY`` that publishes the key) or
+        ``slotName`` (held by another stream or client, or made for another database or
+        plugin), with what to do.
+    """
+    user = connection.effective_user or "the default user"
+    with connection.psycopg() as opened:
+        session: Any = opened
+        (wal_level,) = session.execute("SHOW wal_level").fetchone()
+        if wal_level != "logical":
+            raise InvalidOptionError(
+                format_name,
+                "url",
+                f"the server at {connection.shown} has wal_level = {wal_level}, and a stream "
+                "of changes needs logical; as a superuser run ALTER SYSTEM SET wal_level = "
+                "logical, then restart the server",
+            )
+        (may_replicate, role) = session.execute(
+            "SELECT rolreplication OR rolsuper, rolname FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        if not may_replicate:
+            raise InvalidOptionError(
+                format_name,
+                "user",
+                f"role {role} may not use replication slots; as a superuser run ALTER ROLE "
+                f'"{role}" REPLICATION, or connect as a role that has it',
+            )
+        (identity,) = session.execute(
+            "SELECT relreplident FROM pg_class WHERE oid = to_regclass(%s)", (table.sql,)
+        ).fetchone()
+        if identity == "n" or (identity == "d" and not table.primary_key):
+            raise InvalidOptionError(
+                format_name,
+                "dbtable",
+                f"table {table.qualified} has no primary key, so Postgres cannot publish "
+                "its updates and deletes (and refuses them once it is published); add a "
+                f"primary key, or run ALTER TABLE {table.sql} REPLICA IDENTITY FULL",
+            )
+        _check_slot(format_name, session, slot, user)
+
+
+def _check_slot(format_name: str, session: Any, slot: str, user: str) -> None:
+    found = session.execute(
+        "SELECT database, plugin, slot_type, active_pid FROM pg_replication_slots "
+        "WHERE slot_name = %s",
+        (slot,),
+    ).fetchone()
+    if found is not None:
+        database, plugin, kind, active_pid = found
+        (current,) = session.execute("SELECT current_database()").fetchone()
+        if kind != "logical" or plugin != "pgoutput" or database != current:
+            raise InvalidOptionError(
+                format_name,
+                "slotName",
+                f"the slot {slot} exists as a {kind} slot"
+                + (f" of database {database} with plugin {plugin}" if kind == "logical" else "")
+                + f", not a pgoutput slot of database {current}; give this stream a "
+                "slotName of its own",
+            )
+        if active_pid is not None:
+            raise InvalidOptionError(
+                format_name,
+                "slotName",
+                f"the slot {slot} is in use by another client (server process {active_pid}, "
+                "a replication connection); stop it, or give this stream a slotName of its own",
+            )
+    holder = _holder(session, slot)
+    if holder is not None:
+        raise InvalidOptionError(format_name, "slotName", _in_use(slot, holder))
+
+
+def _holder(session: Any, slot: str) -> str | None:
+    """Who holds ``slot``'s claim, as a phrase, or ``None`` if nobody does."""
+    (free,) = session.execute(f"SELECT pg_try_advisory_lock({_LOCK})", (slot,)).fetchone()
+    if free:
+        session.execute(f"SELECT pg_advisory_unlock({_LOCK})", (slot,))
+        return None
+    row = session.execute(
+        "SELECT pid, client_addr::text, backend_start FROM pg_stat_activity "
+        "WHERE application_name = %s AND pid <> pg_backend_pid() ORDER BY backend_start LIMIT 1",
+        (_session_name(slot),),
+    ).fetchone()
+    if row is None:
+        return "a stream"
+    pid, address, since = row
+    return f"the stream whose driver connected from {address or 'a local socket'} at " + (
+        f"{since:%Y-%m-%d %H:%M:%S %Z} (server process {pid})"
+    )
+
+
+def _in_use(slot: str, holder: str) -> str:
+    return (
+        f"the slot {slot} is in use by {holder}; one stream reads a slot: stop that stream, "
+        "or give this one a slotName of its own"
+    )
+
+
+class SlotClaim:
+    """This stream's hold on its slot, for as long as its enumerator runs (driver).
+
+    :meth:`take` opens a session and takes the slot's advisory lock, or fails naming
+    the stream that holds it; :meth:`release` closes the session (idempotent). A driver
+    that dies releases it with its connection.
+    """
+
+    def __init__(self, session: Any) -> None:
+        self._session: Any = session
+
+    @classmethod
+    def take(cls, format_name: str, connection: PostgresConnection, slot: str) -> SlotClaim:
+        """Take ``slot``'s claim.
+
+        Raises
+        ------
+        InvalidOptionError
+            Naming ``slotName``: another stream holds the slot.
+        """
+        session: Any = connection.psycopg(application_name=_session_name(slot))
+        try:
+            (taken,) = session.execute(f"SELECT pg_try_advisory_lock({_LOCK})", (slot,)).fetchone()
+            if not taken:
+                holder = _holder(session, slot) or "a stream"
+                raise InvalidOptionError(format_name, "slotName", _in_use(slot, holder))
+        except BaseException:
+            session.close()
+            raise
+        return cls(session)
+
+    def release(self) -> None:
+        """Let the slot go: close the session that holds it."""
+        session, self._session = self._session, None
+        if session is not None:
+            with contextlib.suppress(psycopg.Error):  # a session the server ended let go too
+                session.close()
