@@ -19,6 +19,8 @@ from sources.files import FileSource
 from sources.hybrid_kafka import ArchiveThenKafkaSource
 from sources.kafka import KafkaSource
 from sources.options import Listing, Option
+from sources.postgres import PostgresSource
+from sources.postgres_changes import PostgresChangesSource
 from sources.spark.datasource import READ_OPTIONS
 from sources.spark.stream_reader import STREAM_OPTIONS
 
@@ -69,6 +71,11 @@ def _meaning_cells(option: Option, name: str) -> tuple[str, ...]:
     return (name, shown_default(option), _listing(option).notes)
 
 
+def _doc_cells(option: Option, name: str) -> tuple[str, ...]:
+    notes = option.listing.notes if option.listing is not None else option.doc
+    return (name, shown_default(option), notes)
+
+
 def _listing(option: Option) -> Listing:
     if option.listing is None:
         raise ValueError(f"option {option.name} has no listing: give it one with .listed(...)")
@@ -98,6 +105,26 @@ TABLES = (
         tuple(ArchiveThenKafkaSource.options),
         ("option", "default", "meaning"),
         _meaning_cells,
+        {},
+    ),
+    Table(
+        "postgres",
+        "postgres.md",
+        tuple(PostgresSource.options),
+        ("option", "default", "meaning"),
+        _doc_cells,
+        {},
+    ),
+    Table(
+        "postgres_changes",
+        "postgres.md",
+        tuple(
+            option
+            for option in PostgresChangesSource.options
+            if option.name not in {o.name for o in PostgresSource.options}
+        ),
+        ("option", "default", "meaning"),
+        _doc_cells,
         {},
     ),
     Table(
