@@ -180,11 +180,13 @@ def last_batch(log: Path) -> int:
 def test_cancel_then_restart_replays_the_open_batch_exactly_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    df = numbers_stream(spark, splits=4, maxRecordsPerTrigger=2_000)
+    total = 16_000  # 8 micro-batches: cancelled after 3 or 4, the restart reads the rest
+    df = numbers_stream(spark, splits=4, maxRecordsPerTrigger=2_000, to=total - 1)
     query = to_parquet(df, tmp_path, processingTime="0 seconds")
     wait_for(lambda: len(data_batches(query)) >= 3)
 
     cancel(query)
-    run_to_end(df, tmp_path, availableNow=True)
+    restarted = run_to_end(df, tmp_path, availableNow=True)
 
-    assert_sink_holds_each_number_once(spark, tmp_path, TOTAL)
+    assert data_batches(restarted), "the stream ended before the cancel"
+    assert_sink_holds_each_number_once(spark, tmp_path, total)
