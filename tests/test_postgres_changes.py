@@ -165,18 +165,21 @@ def test_any_stream_state_survives_frame_and_unframe(state: PostgresStreamState)
     assert unframe(serializer, frame(serializer, state), "a state") == state
 
 
+GOLDEN_STATE = PostgresStreamState(
+    0x16_B374D848,
+    2**40 + 7,
+    (
+        TableChunkSplit("public.items", 0, None, 300),
+        TableChunkSplit("public.items", 1, 300, 600),
+        TableChunkSplit("public.items", 2, 600, None),
+    ),
+    frozenset({1, 2}),
+    False,
+)
+"""The value of tests/golden/postgres_changes_state_v1.bin."""
+
+
 def test_the_version_1_golden_state_reads_and_is_written_the_same() -> None:
-    state = PostgresStreamState(
-        0x16_B374D848,
-        2**40 + 7,
-        (
-            TableChunkSplit("public.items", 0, None, 300),
-            TableChunkSplit("public.items", 1, 300, 600),
-            TableChunkSplit("public.items", 2, 600, None),
-        ),
-        frozenset({1, 2}),
-        False,
-    )
     data = (Path(__file__).parent / "golden" / "postgres_changes_state_v1.bin").read_bytes()
-    assert unframe(PostgresStreamStateSerializer(), data, "golden state") == state
-    assert frame(PostgresStreamStateSerializer(), state) == data
+    assert unframe(PostgresStreamStateSerializer(), data, "golden state") == GOLDEN_STATE
+    assert frame(PostgresStreamStateSerializer(), GOLDEN_STATE) == data

@@ -1,4 +1,5 @@
-"""``splitsource.postgres`` passes the author kit's conformance suite (:mod:`sources.testing`).
+"""``splitsource.postgres`` and ``splitsource.postgres_changes`` pass the author kit's
+conformance suite (:mod:`sources.testing`).
 
 Each input is a new table of the test's database on the real server, ``ROWS`` rows per
 chunk (``chunkSize``), its keys with gaps as deletes leave them; chunks are the splits.
@@ -17,10 +18,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pytest
 from hypothesis import strategies as st
 
+import test_postgres_changes as changes_test
 import test_postgres_source as base
+import test_postgres_stream_chunks as chunks_test
+from enumerators.postgres_stream import PostgresStreamState
 from helpers.postgres import PostgresServer
 from sources.postgres import PostgresSource
-from sources.splits.postgres import TableChunkSplit
+from sources.postgres_changes import PostgresChangesSource
+from sources.splits.postgres import LogSplit, PostgresStreamSplit, TableChunkSplit
 from sources.testing.conformance import ConformanceContext, SourceConformanceSuite
 
 if TYPE_CHECKING:
@@ -100,3 +105,61 @@ class TestPostgres(SourceConformanceSuite):
         self, tmp_path: Path, postgres: PostgresServer, postgres_database: str
     ) -> PostgresContext:
         return PostgresContext(tmp_path, postgres, postgres_database)
+
+
+class PostgresChangesContext(PostgresContext):
+    """The same tables read as a stream of changes: the snapshot's chunks, then the log, to
+    which :meth:`append` adds inserts. A row is a change's ``after`` image."""
+
+    source_class = PostgresChangesSource
+    golden_prefix = "postgres_changes"
+
+    def create_input(self, splits: int) -> Mapping[str, Any]:
+        options = super().create_input(splits)
+        return {
+            **options,
+            "slotName": f"slot_{self.table}",
+            "snapshotLocation": str(self.directory / f"snapshot_{self.table}"),
+        }
+
+    def append(self, split: int) -> None:
+        with self.server.connect(self.database) as db:
+            db.execute(
+                f"INSERT INTO {self.table} SELECT k, 'e' || k FROM generate_series("
+                f"(SELECT max(id) FROM {self.table}) + %s::bigint, "
+                f"(SELECT max(id) FROM {self.table}) + %s::bigint, %s::bigint) AS k",
+                (KEY_STEP, KEY_STEP * ROWS, KEY_STEP),
+            )
+
+    def row(self, record: Mapping[str, Any]) -> Hashable:
+        after = dict(record["after"])  # the kit gives a struct as its sorted items
+        return (after["id"], after["name"])
+
+    def splits(self) -> SearchStrategy[PostgresStreamSplit]:
+        return chunks_test.stream_splits
+
+    def states(self) -> SearchStrategy[PostgresStreamState]:
+        return changes_test.states
+
+    def golden_split(self, version: int) -> PostgresStreamSplit:
+        assert version == 1
+        return LogSplit(
+            "splitsource_orders", "orders_publication", 0x16_B374D848, 2**64 - 1, 0x17_00000000
+        )
+
+    def golden_state(self, version: int) -> PostgresStreamState:
+        assert version == 1
+        return changes_test.GOLDEN_STATE
+
+
+@pytest.mark.postgres
+class TestPostgresChanges(SourceConformanceSuite):
+    @pytest.fixture
+    def spark_session(self, spark: SparkSession) -> SparkSession:
+        return spark
+
+    @pytest.fixture
+    def context(
+        self, tmp_path: Path, postgres: PostgresServer, postgres_database: str
+    ) -> PostgresChangesContext:
+        return PostgresChangesContext(tmp_path, postgres, postgres_database)

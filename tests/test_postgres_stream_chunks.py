@@ -144,7 +144,7 @@ def test_version_1_golden_stream_splits_read_and_are_written_the_same() -> None:
         "postgres_stream_split_v1_chunk.bin": StreamChunkSplit(
             TableChunkSplit("public.items", 3, 100, None), 0x16_B374D848, 2**40 + 7
         ),
-        "postgres_stream_split_v1_log.bin": LogSplit(
+        "postgres_changes_split_v1.bin": LogSplit(
             "splitsource_orders", "orders_publication", 0x16_B374D848, 2**64 - 1, 0x17_00000000
         ),
     }

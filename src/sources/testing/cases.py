@@ -390,11 +390,11 @@ def check_wakeups(context: ConformanceContext, options: Mapping[str, Any]) -> No
         records = _read_woken(source.create_reader(schema), ranges)
         undisturbed = read_all_of(source.create_reader(schema), ranges)
         assert_same_rows(rows_of(context, records), rows_of(context, undisturbed))
-        waiting = _waiting_split(source)
-        if waiting is not None:
-            _check_blocked_fetch(source.create_reader(schema), waiting)
     finally:
         driver.stop()
+    waiting = _waiting_split(source)  # its own enumerator, once the driver's is closed
+    if waiting is not None:
+        _check_blocked_fetch(source.create_reader(schema), waiting)
 
 
 def read_all_of(reader: SplitReader[Any], splits: Sequence[SourceSplit]) -> list[dict[str, Any]]:
