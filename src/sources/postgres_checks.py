@@ -24,9 +24,12 @@ from sources.errors import InvalidOptionError
 from sources.postgres_catalog import TableDescription
 from sources.postgres_connection import PostgresConnection
 
-__all__ = ["SlotClaim", "check_change_capture"]
+__all__ = ["CLAIM_WAIT", "SlotClaim", "check_change_capture"]
 
 _LOCK = "hashtextextended('splitsource slot ' || %s, 0)"
+CLAIM_WAIT = 2.0
+"""Seconds a stream waits for its slot's claim before it fails: a driver that was just
+stopped or killed lets go within them."""
 
 
 def _session_name(slot: str) -> str:
@@ -114,12 +117,30 @@ def _check_slot(format_name: str, session: Any, slot: str, user: str) -> None:
         raise InvalidOptionError(format_name, "slotName", _in_use(slot, holder))
 
 
+def _lock(session: Any, slot: str) -> bool:
+    """Take ``slot``'s claim on ``session``, waiting up to :data:`CLAIM_WAIT` seconds for a
+    holder to let go: the server releases a dead or closed session's lock when its backend
+    has noticed, a moment after the client is gone. Whether it was taken."""
+    session.execute("SELECT set_config('lock_timeout', %s, false)", (f"{CLAIM_WAIT * 1000:.0f}",))
+    try:
+        session.execute(f"SELECT pg_advisory_lock({_LOCK})", (slot,))
+    except psycopg.errors.LockNotAvailable:
+        return False
+    finally:
+        session.execute("SELECT set_config('lock_timeout', '0', false)")
+    return True
+
+
 def _holder(session: Any, slot: str) -> str | None:
     """Who holds ``slot``'s claim, as a phrase, or ``None`` if nobody does."""
-    (free,) = session.execute(f"SELECT pg_try_advisory_lock({_LOCK})", (slot,)).fetchone()
-    if free:
+    if _lock(session, slot):
         session.execute(f"SELECT pg_advisory_unlock({_LOCK})", (slot,))
         return None
+    return _who_holds(session, slot)
+
+
+def _who_holds(session: Any, slot: str) -> str:
+    """The stream that holds ``slot``'s claim, as a phrase."""
     row = session.execute(
         "SELECT pid, client_addr::text, backend_start FROM pg_stat_activity "
         "WHERE application_name = %s AND pid <> pg_backend_pid() ORDER BY backend_start LIMIT 1",
@@ -148,8 +169,9 @@ class SlotClaim:
     that dies releases it with its connection.
     """
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, slot: str) -> None:
         self._session: Any = session
+        self._slot = slot
 
     @classmethod
     def take(cls, format_name: str, connection: PostgresConnection, slot: str) -> SlotClaim:
@@ -162,18 +184,19 @@ class SlotClaim:
         """
         session: Any = connection.psycopg(application_name=_session_name(slot))
         try:
-            (taken,) = session.execute(f"SELECT pg_try_advisory_lock({_LOCK})", (slot,)).fetchone()
-            if not taken:
-                holder = _holder(session, slot) or "a stream"
+            if not _lock(session, slot):
+                holder = _who_holds(session, slot)
                 raise InvalidOptionError(format_name, "slotName", _in_use(slot, holder))
         except BaseException:
             session.close()
             raise
-        return cls(session)
+        return cls(session, slot)
 
     def release(self) -> None:
-        """Let the slot go: close the session that holds it."""
+        """Let the slot go (unlocked before this returns), and close the session."""
         session, self._session = self._session, None
         if session is not None:
             with contextlib.suppress(psycopg.Error):  # a session the server ended let go too
+                session.execute(f"SELECT pg_advisory_unlock({_LOCK})", (self._slot,))
+            with contextlib.suppress(psycopg.Error):
                 session.close()
