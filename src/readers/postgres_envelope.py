@@ -129,8 +129,10 @@ def _rows(
     for field in row_type:
         values: list[str | None] = []
         for row, change in zip(tuples, changes, strict=True):
-            index = change.relation.columns.index(field.name)
-            value = None if row is None else row[index]
+            columns = change.relation.columns  # without a column added since the change
+            value = (
+                None if row is None or field.name not in columns else row[columns.index(field.name)]
+            )
             values.append(value if isinstance(value, str) else None)
         children.append(array_from_text(values, field.type))
     missing = pa.array([row is None for row in tuples], pa.bool_())

@@ -27,11 +27,11 @@ from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.pgoutput import Change, PgoutputDecoder
 from readers.postgres_envelope import change_batch
 from readers.postgres_text import SESSION_SETTINGS
-from sources.errors import DataLossError
+from sources.errors import DataLossError, SchemaMismatchError
 from sources.postgres_slot import peek_changes
 from sources.splits.postgres import LogSplit, TableChunkSplit, TransactionSnapshot, widen_xid
 
-__all__ = ["ChunkFilter", "LogReader", "TableChunks"]
+__all__ = ["ChunkFilter", "KnownColumns", "LogReader", "TableChunks"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,46 @@ class TableChunks:
         if key is None:
             return self.snapshots[0]
         return self.snapshots[bisect.bisect_right(self.boundaries, key)]
+
+
+@dataclass(frozen=True)
+class KnownColumns:
+    """The columns of a table as the stream read them from the catalog when it started
+    (``load()``), and the WAL position taken just before: changes from there on have them.
+
+    A change of the log whose table has other columns (``ALTER TABLE ... ADD`` or ``DROP
+    COLUMN``) fails the read, naming the table and the columns, unless it predates the
+    position: a change the query reads again after a restart, whose columns are matched
+    by name (a column added since is NULL in it, one dropped since is left out).
+    """
+
+    table: str
+    columns: tuple[str, ...]
+    since: int
+
+    def check(self, change: Change) -> None:
+        """Raise :class:`SchemaMismatchError` if ``change`` comes from after the stream
+        started and its table's columns are not those the stream reads."""
+        found = change.relation.columns
+        if found == self.columns or change.lsn < self.since:
+            return
+        added = [name for name in found if name not in self.columns]
+        dropped = [name for name in self.columns if name not in found]
+        what = (
+            "; ".join(
+                f"{kind} {', '.join(names)}"
+                for kind, names in (("added", added), ("dropped", dropped))
+                if names
+            )
+            or "reordered"
+        )
+        raise SchemaMismatchError(
+            f"table {self.table} changed its columns at LSN {_lsn_text(change.lsn)}, after this "
+            f"stream started ({what}): a stream's rows keep the columns the table had when the "
+            "query started. Restart the query to read the table as it is now: it resumes "
+            "from its checkpoint, rows from before the change with NULL in columns added "
+            "since (and drop a dropped column from .schema(...) if you gave one)"
+        )
 
 
 @dataclass(frozen=True)
@@ -122,8 +162,7 @@ class ChunkFilter:
             if len(seen) > 1:
                 raise DataLossError(
                     f"table {change.relation.qualified} was truncated while its snapshot was "
-                    "read (at LSN "
-                    f"{change.lsn >> 32:X}/{change.lsn & 0xFFFFFFFF:X}): some chunks were read "
+                    f"read (at LSN {_lsn_text(change.lsn)}): some chunks were read "
                     "before the truncate and some after; start the stream again from a new "
                     "checkpoint (and a new slot) to take a new snapshot"
                 )
@@ -142,10 +181,12 @@ class LogReader(SplitReader[LogSplit]):
         connect: Callable[[], Any],
         schema: pa.Schema,
         chunk_filter: Callable[[], ChunkFilter] | None = None,
+        known: Iterable[KnownColumns] = (),
     ) -> None:
         self._connect = connect
         self._schema = schema
         self._chunk_filter = chunk_filter
+        self._known = {table.table: table for table in known}
         self._splits: list[LogSplit] = []
         self._connection: Any = None
 
@@ -167,6 +208,10 @@ class LogReader(SplitReader[LogSplit]):
             for change in PgoutputDecoder().decode(message for _, _, message in messages)
             if split.start <= change.lsn < split.end
         ]
+        for change in changes:
+            known = self._known.get(change.relation.qualified)
+            if known is not None:
+                known.check(change)
         if split.start < split.filter_until:
             if self._chunk_filter is None:
                 raise ValueError(f"log split {split.split_id} needs the chunks' filter")
@@ -182,6 +227,11 @@ class LogReader(SplitReader[LogSplit]):
         if self._connection is not None:
             connection, self._connection = self._connection, None
             connection.close()
+
+
+def _lsn_text(lsn: int) -> str:
+    """``lsn`` as Postgres shows it: ``16/B374D848``."""
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 def _by_table(changes: Sequence[Change]) -> list[list[Change]]:

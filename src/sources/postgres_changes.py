@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -41,15 +41,16 @@ from readers.postgres import ChunkQuery
 from readers.postgres_chunk_store import ChunkStore
 from readers.postgres_connections import CONNECTIONS
 from readers.postgres_envelope import envelope_ddl
-from readers.postgres_log import ChunkFilter, LogReader
+from readers.postgres_log import ChunkFilter, KnownColumns, LogReader
 from readers.postgres_stream import PostgresStreamReader, StreamChunkReader
 from sources.api import Source
 from sources.errors import InvalidOptionError
 from sources.options import Option, Options
 from sources.postgres import DEFAULT_CHUNK_SIZE, resolve_table, table_options
-from sources.postgres_catalog import TableDescription, quote_identifier
+from sources.postgres_catalog import TableDescription, describe_table, quote_identifier
 from sources.postgres_checks import check_change_capture
 from sources.postgres_connection import PostgresConnection
+from sources.postgres_slot import lsn_number
 from sources.split import Boundedness
 from sources.splits.postgres import PostgresStreamSplit, PostgresStreamSplitSerializer
 from sources.tuning import Tuning
@@ -93,9 +94,15 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
         snapshot_location: str,
         publication: str | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        columns_since: int = 0,
     ) -> None:
         self.connection = connection
         self.table = table
+        self.known_columns = KnownColumns(
+            table.qualified, tuple(column.name for column in table.columns), columns_since
+        )
+        """The columns this stream reads and the WAL position from which changes have them:
+        a change after it with other columns fails the read (see :class:`KnownColumns`)."""
         self.key_column = key_column
         self.slot = slot
         self.publication = publication or f"{slot}_publication"
@@ -118,6 +125,7 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
             raise InvalidOptionError(cls.format_name(), "snapshotLocation", str(problem)) from None
         connection, table, key = resolve_table(cls.format_name(), options)
         check_change_capture(cls.format_name(), connection, table, slot)
+        table, since = _described_since(connection, table)
         return cls(
             connection,
             table,
@@ -126,6 +134,7 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
             options["snapshotLocation"],
             options["publicationName"],
             options["chunkSize"],
+            since,
         )
 
     def schema(self) -> str:
@@ -162,7 +171,10 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
             schema,
         )
         log = LogReader(
-            self.connection.psycopg, schema, lambda: ChunkFilter.from_json(store.read_filter())
+            self.connection.psycopg,
+            schema,
+            lambda: ChunkFilter.from_json(store.read_filter()),
+            [self.known_columns],
         )
         return PostgresStreamReader(chunks, log)
 
@@ -171,3 +183,16 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
 
     def enumerator_state_serializer(self) -> PostgresStreamStateSerializer:
         return PostgresStreamStateSerializer()
+
+
+def _described_since(
+    connection: PostgresConnection, table: TableDescription
+) -> tuple[TableDescription, int]:
+    """``table`` described again, and the WAL position taken just before: the log's changes
+    from that position on have the described columns (a change of columns between the two
+    makes the stream fail once, and a restart read it right)."""
+    session: Any
+    with connection.psycopg() as session:
+        (position,) = session.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+        now = describe_table(session, table.sql)
+    return (table if now is None else now), lsn_number(position)

@@ -1,0 +1,101 @@
+"""A column added to or dropped from a captured table mid-stream fails the read with the table,
+the columns and what to do, instead of dropping the new column's values silently; the query
+restarted from its checkpoint then reads on, with the table's columns as they are. Driven as
+Spark drives a stream, without Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from enumerators.runtime.admission import AdmissionLimits
+from enumerators.runtime.coordinator import StreamCoordinator
+from helpers.postgres import PostgresServer
+from sources.errors import SchemaMismatchError
+from sources.postgres_changes import PostgresChangesSource
+from test_postgres_changes import options, read_batch
+
+
+def logged(offset: Any) -> Any:
+    return json.loads(json.dumps(offset))  # what Spark's offset log gives back
+
+
+class Stream:
+    """A change stream of ``items`` whose driver can be restarted from its last commit."""
+
+    def __init__(self, postgres: PostgresServer, database: str, tmp_path: Path) -> None:
+        self.postgres, self.database, self.tmp_path = postgres, database, tmp_path
+        self.driver, self.source = self.start()
+        self.committed = logged(self.driver.initial_offset())
+
+    def start(self) -> tuple[StreamCoordinator, PostgresChangesSource]:
+        """A driver as a (re)started query has: the source as load() builds it now."""
+        given = options(self.postgres, self.database, self.tmp_path)
+        source, _ = PostgresChangesSource.from_spark_options(given)
+        return StreamCoordinator(source, AdmissionLimits()), source
+
+    def batch(self) -> list[dict[str, Any]]:
+        """The next micro-batch's rows, committed once read."""
+        end = logged(self.driver.latest_offset(self.committed, limited=True))
+        rows = read_batch(self.source, self.driver.plan(self.committed, end))
+        self.driver.commit(end)
+        self.committed = end
+        return rows
+
+    def restart(self) -> None:
+        self.driver.close()
+        self.driver, self.source = self.start()
+
+    def sql(self, *statements: str) -> None:
+        with self.postgres.connect(self.database) as db:
+            for statement in statements:
+                db.execute(statement)
+
+
+@pytest.fixture
+def stream(postgres: PostgresServer, postgres_database: str, tmp_path: Path) -> Any:
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, v bigint NOT NULL)")
+        db.execute("INSERT INTO items SELECT i, 0 FROM generate_series(1, 10) i")
+    started = Stream(postgres, postgres_database, tmp_path)
+    read = [row for _ in range(3) for row in started.batch()]  # the snapshot, the handoff
+    assert sorted(row["after"]["id"] for row in read) == list(range(1, 11))
+    yield started
+    started.driver.close()
+
+
+def test_an_added_column_fails_naming_it_then_a_restart_reads_it(stream: Stream) -> None:
+    stream.sql(
+        "INSERT INTO items VALUES (11, 1)",
+        "ALTER TABLE items ADD COLUMN note text",
+        "INSERT INTO items VALUES (12, 2, 'new')",
+    )
+
+    with pytest.raises(SchemaMismatchError) as failed:
+        stream.batch()
+    message = str(failed.value)
+    assert message.startswith("table public.items changed its columns at LSN ")
+    assert "after this stream started (added note)" in message
+    assert "Restart the query" in message
+
+    stream.restart()
+    afters = {row["after"]["id"]: row["after"] for row in stream.batch()}
+    assert afters == {
+        11: {"id": 11, "v": 1, "note": None},  # before the column existed
+        12: {"id": 12, "v": 2, "note": "new"},
+    }
+
+
+def test_a_dropped_column_fails_naming_it_then_a_restart_reads_without_it(
+    stream: Stream,
+) -> None:
+    stream.sql("ALTER TABLE items DROP COLUMN v", "INSERT INTO items VALUES (11)")
+
+    with pytest.raises(SchemaMismatchError, match=r"\(dropped v\)"):
+        stream.batch()
+
+    stream.restart()
+    assert [row["after"] for row in stream.batch()] == [{"id": 11}]
