@@ -4,8 +4,12 @@ Like ``pyspark_splitsource_kafka``, it imports without confluent-kafka and then 
 at ``load()`` saying what to install.
 """
 
-from pyspark_splitsource_kafka import kafka_default_source
+from sources.spark.extras import default_source
 
-DefaultSource = kafka_default_source(
-    "splitsource.hybrid", "sources.hybrid_kafka", "ArchiveThenKafkaSource"
+DefaultSource = default_source(
+    "splitsource.hybrid",
+    "sources.hybrid_kafka",
+    "ArchiveThenKafkaSource",
+    {"confluent_kafka"},
+    "kafka",
 )

@@ -20,6 +20,7 @@ from helpers.connect_server import PORT, ConnectServer
 
 if TYPE_CHECKING:
     from helpers.kafka_broker import KafkaBroker
+    from helpers.postgres import PostgresServer
 
 pytestmark = pytest.mark.connect
 
@@ -320,3 +321,38 @@ def test_a_listener_gets_the_source_metrics_over_connect(
     assert result["pending"] == [2, 1, 0]
     assert result["kept"]["pendingFiles"] == 0
     assert result["kept"]["activeSplits"] == 1
+
+
+@pytest.mark.postgres
+def test_postgres_snapshot_and_changes_over_connect_with_no_register_call(
+    server: ConnectServer, postgres: PostgresServer, postgres_database: str, tmp_path: Path
+) -> None:
+    """Both Postgres formats are packaged: a client that imports nothing of splitsource reads
+    a table with spark.read, then its changes with an AvailableNow stream."""
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, v text NOT NULL)")
+        db.execute("INSERT INTO items SELECT i, 'v' || i FROM generate_series(1, 500) i")
+    url = f"postgresql://127.0.0.1:{postgres.port}/{postgres_database}"
+    result = server.run(
+        """
+        url, user, password, out = args
+        table = {"url": url, "user": user, "password": password, "dbtable": "items"}
+        read = spark.read.format("splitsource.postgres").options(**table).load()
+        query = (spark.readStream.format("splitsource.postgres_changes").options(**table)
+                 .option("slotName", "over_connect").option("snapshotLocation", out + "/chunks")
+                 .option("stateLocation", out + "/state").load()
+                 .writeStream.format("parquet").option("path", out + "/sink")
+                 .option("checkpointLocation", out + "/checkpoint")
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        changes = spark.read.parquet(out + "/sink")
+        report(read=sorted(row.id for row in read.select("id").collect()),
+               changes=sorted((row.op, row.after.id) for row in changes.collect()))
+        """,
+        url,
+        postgres.user,
+        postgres.password,
+        str(tmp_path),
+    )
+    assert result["read"] == list(range(1, 501))
+    assert result["changes"] == [["r", i] for i in range(1, 501)]

@@ -85,13 +85,23 @@ def test_a_fresh_session_reads_and_streams_the_packaged_formats_with_no_register
     assert report["sqlite"] == [0, 1, 2]
 
 
-@pytest.mark.parametrize("name", ["kafka", "hybrid"])
-def test_without_confluent_kafka_a_kafka_format_says_what_to_install(name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "missing", "extra"),
+    [
+        ("kafka", "confluent_kafka", "kafka"),
+        ("hybrid", "confluent_kafka", "kafka"),
+        ("postgres", "psycopg", "postgres"),
+        ("postgres_changes", "adbc_driver_postgresql", "postgres"),
+    ],
+)
+def test_without_its_extra_a_format_says_what_to_install(
+    name: str, missing: str, extra: str
+) -> None:
     """The lookup imports every pyspark_* module at once: these must import regardless."""
     script = textwrap.dedent(
         f"""
         import sys
-        sys.modules["confluent_kafka"] = None  # as if it were not installed
+        sys.modules["{missing}"] = None  # as if it were not installed
         import pyspark_splitsource_{name} as module
         assert module.DefaultSource.name() == "splitsource.{name}"
         module.DefaultSource({{"subscribe": "t"}})
@@ -99,8 +109,9 @@ def test_without_confluent_kafka_a_kafka_format_says_what_to_install(name: str) 
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 1
-    assert f"ImportError: splitsource.{name} needs the confluent-kafka package" in result.stderr
-    assert "pip install 'splitsource[kafka]'" in result.stderr
+    package = missing.replace("_", "-")
+    assert f"ImportError: splitsource.{name} needs the {package} package" in result.stderr
+    assert f"pip install 'splitsource[{extra}]'" in result.stderr
 
 
 def test_every_pyspark_module_is_installed_and_names_its_format() -> None:
