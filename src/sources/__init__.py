@@ -11,7 +11,7 @@ raises. The other rooms:
   ``stop_gracefully``, ``cancel``);
 - the packaged sources, each in its module: :mod:`sources.numbers`,
   :mod:`sources.rate`, :mod:`sources.files`, :mod:`sources.kafka`,
-  :mod:`sources.sqlite`;
+  :mod:`sources.sqlite`, :mod:`sources.postgres`, :mod:`sources.postgres_changes`;
 - :mod:`sources.incremental_table`, a base for tables read by ranges of a
   rising key over DB-API 2.0 (an author writes ``bounds`` and ``read_range``).
 """
