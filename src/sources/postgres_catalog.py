@@ -161,14 +161,19 @@ def _array(name: str, quoted: str, element: str, type_modifier: int, not_null: b
 
 def _decimal(quoted: str, type_modifier: int, suffix: str = "") -> tuple[str, str] | None:
     """The Spark decimal type of a ``numeric`` column (``suffix`` ``[]`` for an array of
-    them) and the SQL that reads it; ``None`` where no decimal holds its values."""
+    them) and the SQL that reads it; ``None`` where no decimal holds its values.
+
+    A column reads as its text, which Arrow casts to the decimal: the server writes the text
+    in half the time the ADBC driver turns the binary form into a string (1,000,000 values
+    of a ``numeric(12, 2)``: 0.37 s against 0.73-0.85 s here)."""
+    text = "::text" if not suffix else ""
     if type_modifier < _VARHDRSZ:  # no precision: Spark's JDBC source reads decimal(38, 18)
-        return "decimal(38, 18)", f"{quoted}::numeric(38, 18){suffix}"
+        return "decimal(38, 18)", f"{quoted}::numeric(38, 18){suffix}{text}"
     precision = ((type_modifier - _VARHDRSZ) >> 16) & 0xFFFF
     scale = (((type_modifier - _VARHDRSZ) & 0x7FF) ^ 1024) - 1024  # 11 bits, signed
     if precision > _MAX_PRECISION or scale < 0 or scale > precision:
         return None
-    return f"decimal({precision}, {scale})", quoted
+    return f"decimal({precision}, {scale})", f"{quoted}{text}"
 
 
 def _as_text(quoted: str) -> str:
