@@ -17,11 +17,23 @@ warm-up of each counts the rows (each must equal ``--rows`` or the benchmark exi
 and ends with ``ratio splitsource/spark-jdbc: X.XX`` (above 1.00 ours is faster; issue
 44's goal is 1.5).
 
+Wall times mean little on a machine that other jobs share, so each run also counts the
+CPU seconds the read cost: of Spark's process tree (the driver JVM and its Python
+workers) and of the server's (the postmaster and its backends), from ``/proc``. Their
+medians are printed, and ``cpu ratio splitsource/spark-jdbc: X.XX`` (CPU seconds of
+Spark's over ours, both trees counted: above 1.00 ours costs less).
+
+A third reader, the *floor* (:class:`FloorSource`), makes the same columns and rows in
+memory in each task (numpy and Arrow, no server) and yields them to Spark as ours does:
+what any Python data source pays to hand these columns to Spark, before reading them
+from anywhere. Its CPU seconds are printed as ``floor python-source cpu``
+(``--no-floor`` leaves it out).
+
 Run it from the project root (needs the ``postgres`` extra; Maven fetches the JDBC
 driver once)::
 
     .venv/bin/python benchmarks/bench_postgres_snapshot.py [--rows N] [--runs K]
-        [--chunk-size C] [--partitions P] [--fetch-size F]
+        [--chunk-size C] [--partitions P] [--fetch-size F] [--no-floor]
 
 ``--partitions`` is Spark's ``numPartitions`` (default: as many as our chunks).
 """
@@ -30,13 +42,18 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -45,8 +62,69 @@ from helpers.postgres import PostgresServer
 from interleaving import run_order, settle
 from sources.postgres import DEFAULT_CHUNK_SIZE, PostgresSource
 from sources.spark import local_session, register
+from sources.testing.faults import parent_of
 
 READERS = ("splitsource", "spark-jdbc")
+SCHEMA = "id bigint, amount decimal(12, 2), at timestamp, label string"
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class FloorReader(DataSourceReader):
+    """Each partition makes its share of the table's rows in memory and yields them."""
+
+    def __init__(self, rows: int, partitions: int) -> None:
+        self.rows = rows
+        self.count = partitions
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(index) for index in range(self.count)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        share = -(-self.rows // self.count)
+        low = partition.value * share + 1
+        ids = np.arange(low, min(low + share, self.rows + 1), dtype=np.int64)
+        units = pa.array((ids % 100_000).astype(np.int32))  # amounts of the same type
+        amount = units.cast(pa.decimal128(10, 0)).cast(pa.decimal128(12, 2))
+        at = pa.array((ids + 1_704_067_200) * 1_000_000).cast(pa.timestamp("us", tz="UTC"))
+        labels = pa.array([f"label {n}" for n in range(1000)])
+        label = labels.take(pa.array(ids % 1000))
+        table = pa.table([ids, amount, at, label], names=["id", "amount", "at", "label"])
+        yield from table.to_batches(max_chunksize=65_536)
+
+
+class FloorSource(DataSource):
+    """``floor``: the benchmark table's rows, made in memory (see the module's docstring)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "floor"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: Any) -> FloorReader:
+        return FloorReader(int(self.options["rows"]), int(self.options["partitions"]))
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds of process ``root`` and every living process below it, with the children
+    each has waited for."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            parent = parent_of(int(entry.name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry.name))
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += sum(int(value) for value in fields[11:15]) / _TICKS  # utime .. cstime
+        todo += children.get(pid, [])
+    return total
 
 
 def parse_args() -> argparse.Namespace:
@@ -56,6 +134,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=None, help="ours (default: ours)")
     parser.add_argument("--partitions", type=int, default=None, help="Spark's numPartitions")
     parser.add_argument("--fetch-size", type=int, default=10_000, help="Spark's fetchsize")
+    parser.add_argument("--no-floor", action="store_true", help="leave the floor out")
     return parser.parse_args()
 
 
@@ -101,28 +180,45 @@ def readers(
         "fetchsize": str(args.fetch_size),
     }
     print(f"splitsource chunkSize {chunk_size}; spark.read.jdbc numPartitions {partitions}")
-    return {
+    frames = {
         "splitsource": lambda: spark.read.format("splitsource.postgres").options(**ours).load(),
         "spark-jdbc": lambda: spark.read.format("jdbc").options(**jdbc).load(),
     }
+    if not args.no_floor:
+        floor = {"rows": str(args.rows), "partitions": str(partitions)}
+        frames["floor"] = lambda: spark.read.format("floor").options(**floor).load()
+    return frames
 
 
 def measure(
-    spark: SparkSession, frames: dict[str, Callable[[], DataFrame]], args: argparse.Namespace
-) -> dict[str, list[float]]:
-    for name in READERS:  # warm-up: both read every row
-        counted = frames[name]().count()
+    spark: SparkSession,
+    server: PostgresServer,
+    frames: dict[str, Callable[[], DataFrame]],
+    args: argparse.Namespace,
+) -> dict[str, list[tuple[float, float, float]]]:
+    """Per reader, each timed run's (wall seconds, Spark's CPU seconds, the server's)."""
+    for name, frame in frames.items():  # warm-up: each reads every row
+        counted = frame().count()
         if counted != args.rows:
             raise SystemExit(f"{name} read {counted:,} rows, not {args.rows:,}")
-    times: dict[str, list[float]] = {name: [] for name in READERS}
+    driver = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
+    postmaster = int((server.data_directory / "postmaster.pid").read_text().split()[0])
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in frames}
     for run in range(1, args.runs + 1):
-        for name in run_order(READERS, run):
+        for name in run_order(list(frames), run):
             settle(spark)
+            spark_cpu, server_cpu = tree_cpu(driver), tree_cpu(postmaster)
             began = time.perf_counter()
             frames[name]().write.format("noop").mode("overwrite").save()
-            times[name].append(time.perf_counter() - began)
-            print(f"run {run} {name}: {times[name][-1]:.2f} s", flush=True)
-    return times
+            wall = time.perf_counter() - began
+            spark_cpu, server_cpu = tree_cpu(driver) - spark_cpu, tree_cpu(postmaster) - server_cpu
+            runs[name].append((wall, spark_cpu, server_cpu))
+            print(
+                f"run {run} {name}: {wall:.2f} s, cpu {spark_cpu:.2f} s Spark + "
+                f"{server_cpu:.2f} s server",
+                flush=True,
+            )
+    return runs
 
 
 def main() -> None:
@@ -136,14 +232,23 @@ def main() -> None:
         spark = local_session("local[2]", "splitsource-bench-postgres", {"spark.jars": jars})
         try:
             register(spark, PostgresSource)
-            times = measure(spark, readers(spark, server, args), args)
+            spark.dataSource.register(FloorSource)
+            runs = measure(spark, server, readers(spark, server, args), args)
         finally:
             spark.stop()
-    rates = {}
-    for name in READERS:
-        median = statistics.median(times[name])
-        rates[name] = args.rows / median
-        print(f"{name}: median {median:.2f} s, {rates[name]:,.0f} rows/s")
+    rates, cpus = {}, {}
+    for name, measured in runs.items():
+        wall = statistics.median(run[0] for run in measured)
+        spark_cpu = statistics.median(run[1] for run in measured)
+        server_cpu = statistics.median(run[2] for run in measured)
+        rates[name], cpus[name] = args.rows / wall, spark_cpu + server_cpu
+        print(
+            f"{name}: median {wall:.2f} s, {rates[name]:,.0f} rows/s; cpu {spark_cpu:.2f} s "
+            f"Spark + {server_cpu:.2f} s server"
+        )
+    if "floor" in cpus:
+        print(f"floor python-source cpu: {cpus['floor']:.2f} s")
+    print(f"cpu ratio splitsource/spark-jdbc: {cpus['spark-jdbc'] / cpus['splitsource']:.2f}")
     print(f"ratio splitsource/spark-jdbc: {rates['splitsource'] / rates['spark-jdbc']:.2f}")
 
 
