@@ -126,6 +126,20 @@ def test_a_slot_another_stream_reads_is_refused_until_that_stream_stops(
     later.close()
 
 
+def test_a_stream_holds_its_slot_again_after_the_server_restarts(
+    postgres: PostgresServer, settings: dict[str, str]
+) -> None:
+    running = load(settings).create_enumerator(EnumeratorContext(ReadMode.STREAM))
+    running.start()
+    try:
+        postgres.restart()  # the session that held the slot is gone
+        running.latest_positions([])  # the next micro-batch's planning
+        with pytest.raises(InvalidOptionError, match="the slot errors is in use by the stream"):
+            load(settings)
+    finally:
+        running.close()
+
+
 def test_a_slot_of_another_plugin_is_refused(
     postgres: PostgresServer, postgres_database: str, settings: dict[str, str]
 ) -> None:

@@ -156,6 +156,9 @@ class PostgresStreamEnumerator(SplitEnumerator[PostgresStreamSplit, PostgresStre
         return self._state
 
     def latest_positions(self, splits: Sequence[PostgresStreamSplit]) -> Mapping[str, int]:
+        if self._claim is not None:  # still held, or held again after a server restart
+            settings = self._settings
+            self._claim = self._claim.renewed(settings.format_name, settings.connection)
         with self._settings.connection.psycopg() as session:
             end = readable_end(session)
         return {split.split_id: end for split in splits}

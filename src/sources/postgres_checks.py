@@ -165,8 +165,9 @@ class SlotClaim:
     """This stream's hold on its slot, for as long as its enumerator runs (driver).
 
     :meth:`take` opens a session and takes the slot's advisory lock, or fails naming
-    the stream that holds it; :meth:`release` closes the session (idempotent). A driver
-    that dies releases it with its connection.
+    the stream that holds it; :meth:`renewed` takes it again after the server lost the
+    session (a restart); :meth:`release` lets it go (idempotent). A driver that dies
+    releases it with its connection.
     """
 
     def __init__(self, session: Any, slot: str) -> None:
@@ -191,6 +192,23 @@ class SlotClaim:
             session.close()
             raise
         return cls(session, slot)
+
+    def renewed(self, format_name: str, connection: PostgresConnection) -> SlotClaim:
+        """This claim while its session lives, else the slot's claim taken again: a server
+        restarted, or a session the server ended, took the lock with it.
+
+        Raises
+        ------
+        InvalidOptionError
+            Naming ``slotName``: another stream took the slot meanwhile.
+        """
+        try:
+            if self._session is not None:
+                self._session.execute("SELECT 1")
+                return self
+        except psycopg.Error:
+            self.release()
+        return SlotClaim.take(format_name, connection, self._slot)
 
     def release(self) -> None:
         """Let the slot go (unlocked before this returns), and close the session."""
