@@ -67,6 +67,8 @@ class Change:
     before: tuple[Value, ...] | None
     after: tuple[Value, ...] | None
     commit_time: int = 0
+    all_sent: bool | None = None
+    """Whether ``after`` holds no :data:`UNCHANGED` (``None``: not known, look)."""
 
 
 _BEGIN = struct.Struct(">qqI")  # final (commit) LSN, commit time, xid
@@ -109,14 +111,23 @@ class PgoutputDecoder:
         at = 5
         before = None
         if message[at : at + 1] in (b"K", b"O"):
-            before, at = _tuple(message, at + 1)
+            before, at, _ = _tuple(message, at + 1)
         after = None
+        all_sent = True
         if message[at : at + 1] == b"N":
-            after, at = _tuple(message, at + 1)
+            after, at, all_sent = _tuple(message, at + 1)
         self._seq += 1
         op = {b"I": "c", b"U": "u", b"D": "d"}[kind]
         return Change(
-            op, relation, self._xid, self._lsn, self._seq, before, after, self._commit_time
+            op,
+            relation,
+            self._xid,
+            self._lsn,
+            self._seq,
+            before,
+            after,
+            self._commit_time,
+            all_sent,
         )
 
     def _truncate(self, message: bytes) -> Iterator[Change]:
@@ -152,10 +163,13 @@ def _relation(message: bytes) -> Relation:
     return Relation(oid, schema, name, tuple(columns), tuple(key))
 
 
-def _tuple(message: bytes, at: int) -> tuple[tuple[Value, ...], int]:
+def _tuple(message: bytes, at: int) -> tuple[tuple[Value, ...], int, bool]:
+    """The values of the tuple at ``at``, where the message goes on, and whether every value
+    was sent (none :data:`UNCHANGED`)."""
     (count,) = _INT16.unpack_from(message, at)
     at += 2
     values: list[Value] = []
+    all_sent = True
     for _ in range(count):
         kind = message[at : at + 1]
         at += 1
@@ -163,8 +177,9 @@ def _tuple(message: bytes, at: int) -> tuple[tuple[Value, ...], int]:
             values.append(None)
         elif kind == b"u":
             values.append(UNCHANGED)
+            all_sent = False
         else:  # b"t": text (b"b", binary, only when asked for, which we do not)
             (length,) = _INT32.unpack_from(message, at)
             values.append(message[at + 4 : at + 4 + length].decode())
             at += 4 + length
-    return tuple(values), at
+    return tuple(values), at, all_sent

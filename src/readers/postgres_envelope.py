@@ -106,6 +106,8 @@ def _filled(change: Change) -> tuple[tuple[object, ...] | None, list[str]]:
     it, and the names of the columns still unknown."""
     if change.after is None:
         return None, []
+    if change.all_sent or (change.all_sent is None and UNCHANGED not in change.after):
+        return change.after, []  # the usual case: every value sent
     values: list[object] = []
     unknown: list[str] = []
     for index, value in enumerate(change.after):
@@ -125,16 +127,24 @@ def _rows(
     changes: Sequence[Change],
     row_type: pa.StructType,
 ) -> pa.StructArray:
+    # Where each field is in each change's row, by relation: a relation from before a column
+    # was added lacks it (None).
+    places: dict[int, list[int | None]] = {}
+    for change in changes:
+        columns = change.relation.columns
+        if id(change.relation) not in places:
+            places[id(change.relation)] = [
+                columns.index(field.name) if field.name in columns else None for field in row_type
+            ]
+    rows_places = [places[id(change.relation)] for change in changes]
     children = []
-    for field in row_type:
-        values: list[str | None] = []
-        for row, change in zip(tuples, changes, strict=True):
-            columns = change.relation.columns  # without a column added since the change
-            value = (
-                None if row is None or field.name not in columns else row[columns.index(field.name)]
-            )
-            values.append(value if isinstance(value, str) else None)
-        children.append(array_from_text(values, field.type))
+    for number, field in enumerate(row_type):
+        values = [
+            None if row is None or (at := place[number]) is None else row[at]
+            for row, place in zip(tuples, rows_places, strict=True)
+        ]
+        texts = [value if isinstance(value, str) else None for value in values]
+        children.append(array_from_text(texts, field.type))
     missing = pa.array([row is None for row in tuples], pa.bool_())
     return pa.StructArray.from_arrays(children, fields=list(row_type), mask=missing)
 

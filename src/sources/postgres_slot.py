@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 _PEEK = (
-    "SELECT lsn::text, xid::text::bigint, data "
+    "SELECT (lsn - '0/0'::pg_lsn)::bigint, xid::text::bigint, data "
     "FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
     "'proto_version', '1', 'publication_names', %s)"
 )
@@ -85,7 +85,8 @@ def peek_changes(
     move. The server may decode a little past ``upto``: filter by each transaction's
     commit LSN."""
     rows = connection.execute(_PEEK, (slot, lsn_text(upto), publication), binary=True)
-    return [(lsn_number(lsn), xid, bytes(data)) for lsn, xid, data in rows.fetchall()]
+    found: list[tuple[int, int, bytes]] = rows.fetchall()  # LSNs as numbers: no text to parse
+    return found
 
 
 def advance_slot(connection: Any, slot: str, lsn: int) -> None:
