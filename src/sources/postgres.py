@@ -51,16 +51,30 @@ _INTEGER_KEYS = frozenset({"smallint", "int", "bigint"})
 def table_options(chunk_size: int) -> tuple[Option, ...]:
     """The options that name a table and how it is cut: Spark's JDBC names where it has them."""
     return (
-        Option.string("url", "the server and database: postgresql://host:port/database"),
-        Option.string("user", "the role to connect as (else the url's)", default=None),
-        Option.string("password", "the role's password (never shown)", default=None),
-        Option.string("dbtable", "the table to read: name or schema.name, as in SQL"),
-        Option.integer("chunkSize", "rows per chunk: one task each", chunk_size, minimum=1),
+        Option.string("url", "the server and database: postgresql://host:port/database").listed(
+            "the server and database as a `postgresql://host:port/database` URI (where Spark's "
+            "JDBC source takes `jdbc:postgresql://...`)"
+        ),
+        Option.string("user", "the role to connect as (else the url's)", default=None).listed(
+            "the role to connect as; else the URL's"
+        ),
+        Option.string("password", "the role's password (never shown)", default=None).listed(
+            "the role's password; never in a message, an offset, the state or a log"
+        ),
+        Option.string("dbtable", "the table to read: name or schema.name, as in SQL").listed(
+            "the table: `name` or `schema.name`, resolved as SQL resolves it"
+        ),
+        Option.integer("chunkSize", "rows per chunk: one task each", chunk_size, minimum=1).listed(
+            "rows per chunk; each chunk is read by one task"
+        ),
         Option.string(
             "chunkKeyColumn",
             "the integer column to cut chunks by, for a table whose primary key is not one "
             "integer column (default: the primary key)",
             default=None,
+        ).listed(
+            "the integer column to cut chunks by, for a table whose primary key is not one "
+            "integer column; else the primary key"
         ),
     )
 

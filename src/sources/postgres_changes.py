@@ -72,16 +72,22 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
             "slotName",
             "the replication slot (lower-case letters, digits, _): created if absent, "
             "adopted if present; one stream per slot",
+        ).listed(
+            "the replication slot (lower-case letters, digits and `_`): created if absent, "
+            "adopted if present; one stream reads a slot"
         ),
         Option.string(
             "publicationName",
             "the publication of the table (created if absent; default <slotName>_publication)",
             default=None,
-        ),
+        ).listed("the publication of the table: created if absent; else `<slotName>_publication`"),
         Option.string(
             "snapshotLocation",
             "where the snapshot's chunks are kept until the log takes over (a local path or "
             "an s3:// URL)",
+        ).listed(
+            "where the snapshot's chunks are kept until the log takes over: a local path or an "
+            "`s3://` URL"
         ),
     )
 

@@ -71,11 +71,6 @@ def _meaning_cells(option: Option, name: str) -> tuple[str, ...]:
     return (name, shown_default(option), _listing(option).notes)
 
 
-def _doc_cells(option: Option, name: str) -> tuple[str, ...]:
-    notes = option.listing.notes if option.listing is not None else option.doc
-    return (name, shown_default(option), notes)
-
-
 def _listing(option: Option) -> Listing:
     if option.listing is None:
         raise ValueError(f"option {option.name} has no listing: give it one with .listed(...)")
@@ -112,7 +107,7 @@ TABLES = (
         "postgres.md",
         tuple(PostgresSource.options),
         ("option", "default", "meaning"),
-        _doc_cells,
+        _meaning_cells,
         {},
     ),
     Table(
@@ -124,7 +119,7 @@ TABLES = (
             if option.name not in {o.name for o in PostgresSource.options}
         ),
         ("option", "default", "meaning"),
-        _doc_cells,
+        _meaning_cells,
         {},
     ),
     Table(
