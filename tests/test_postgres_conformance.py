@@ -96,6 +96,8 @@ class PostgresContext(ConformanceContext):
 
 @pytest.mark.postgres
 class TestPostgres(SourceConformanceSuite):
+    context_class: ClassVar[type[PostgresContext]] = PostgresContext
+
     @pytest.fixture
     def spark_session(self, spark: SparkSession) -> SparkSession:
         return spark
@@ -104,7 +106,7 @@ class TestPostgres(SourceConformanceSuite):
     def context(
         self, tmp_path: Path, postgres: PostgresServer, postgres_database: str
     ) -> PostgresContext:
-        return PostgresContext(tmp_path, postgres, postgres_database)
+        return self.context_class(tmp_path, postgres, postgres_database)
 
 
 class PostgresChangesContext(PostgresContext):
@@ -152,14 +154,5 @@ class PostgresChangesContext(PostgresContext):
         return changes_test.GOLDEN_STATE
 
 
-@pytest.mark.postgres
-class TestPostgresChanges(SourceConformanceSuite):
-    @pytest.fixture
-    def spark_session(self, spark: SparkSession) -> SparkSession:
-        return spark
-
-    @pytest.fixture
-    def context(
-        self, tmp_path: Path, postgres: PostgresServer, postgres_database: str
-    ) -> PostgresChangesContext:
-        return PostgresChangesContext(tmp_path, postgres, postgres_database)
+class TestPostgresChanges(TestPostgres):
+    context_class = PostgresChangesContext
