@@ -160,8 +160,37 @@ class PostgresStreamEnumerator(SplitEnumerator[PostgresStreamSplit, PostgresStre
             settings = self._settings
             self._claim = self._claim.renewed(settings.format_name, settings.connection)
         with self._settings.connection.psycopg() as session:
+            if self._state.start_lsn is not None:
+                self._check_slot(session)
             end = readable_end(session)
         return {split.split_id: end for split in splits}
+
+    def _check_slot(self, session: Any) -> None:
+        """Fail with a :class:`DataLossError` if the slot is gone or the server invalidated
+        it: the changes since it was last confirmed cannot be read."""
+        settings = self._settings
+        row = session.execute(
+            "SELECT wal_status, confirmed_flush_lsn::text FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (settings.slot,),
+        ).fetchone()
+        again = "start the stream again from a new checkpoint (it reads the table's snapshot again)"
+        if row is None:
+            raise DataLossError(
+                f"the replication slot {settings.slot} of {settings.table.qualified}'s stream "
+                f"is gone (dropped?): the changes since the last micro-batch cannot be read; "
+                f"{again}"
+            )
+        status, confirmed = row
+        if status == "lost":
+            raise DataLossError(
+                f"the server invalidated the replication slot {settings.slot}, which held "
+                "more WAL than max_slot_wal_keep_size allows: the changes of "
+                f"{settings.table.qualified} since {confirmed} are gone; {again}, with a new "
+                "slotName or after pg_drop_replication_slot('"
+                f"{settings.slot}'), and raise max_slot_wal_keep_size or keep the stream "
+                "running"
+            )
 
     def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint[Any]) -> None:
         for split_id, split in checkpoint.splits.items():
