@@ -76,6 +76,7 @@ _POSTGRES_EPOCH_US = 946_684_800_000_000  # 2000-01-01, where Postgres counts ti
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">I")
 _BYTE = struct.Struct(">B")
+_TEXT, _NULL, _UNCHANGED = ord("t"), ord("n"), ord("u")
 
 
 class PgoutputDecoder:
@@ -171,15 +172,17 @@ def _tuple(message: bytes, at: int) -> tuple[tuple[Value, ...], int, bool]:
     values: list[Value] = []
     all_sent = True
     for _ in range(count):
-        kind = message[at : at + 1]
+        kind = message[at]  # an int: no slice made per value
         at += 1
-        if kind == b"n":
+        if kind == _TEXT:  # b"b", binary, only when asked for, which we do not
+            (length,) = _INT32.unpack_from(message, at)
+            at += 4 + length
+            values.append(message[at - length : at].decode())
+        elif kind == _NULL:
             values.append(None)
-        elif kind == b"u":
+        elif kind == _UNCHANGED:
             values.append(UNCHANGED)
             all_sent = False
-        else:  # b"t": text (b"b", binary, only when asked for, which we do not)
-            (length,) = _INT32.unpack_from(message, at)
-            values.append(message[at + 4 : at + 4 + length].decode())
-            at += 4 + length
+        else:
+            raise ValueError(f"a pgoutput value of kind {chr(kind)!r}, which is not asked for")
     return tuple(values), at, all_sent
