@@ -62,7 +62,7 @@ from helpers.postgres import PostgresServer
 from interleaving import run_order, settle
 from sources.postgres import DEFAULT_CHUNK_SIZE, PostgresSource
 from sources.spark import local_session, register
-from sources.testing.faults import parent_of
+from sources.testing.faults import descendants
 
 READERS = ("splitsource", "spark-jdbc")
 SCHEMA = "id bigint, amount decimal(12, 2), at timestamp, label string"
@@ -109,21 +109,13 @@ class FloorSource(DataSource):
 def tree_cpu(root: int) -> float:
     """CPU seconds of process ``root`` and every living process below it, with the children
     each has waited for."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            parent = parent_of(int(entry.name))
-            if parent is not None:
-                children.setdefault(parent, []).append(int(entry.name))
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
+    total = 0.0
+    for pid in (root, *descendants(root)):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except FileNotFoundError:
             continue
         total += sum(int(value) for value in fields[11:15]) / _TICKS  # utime .. cstime
-        todo += children.get(pid, [])
     return total
 
 

@@ -20,7 +20,14 @@ import pyarrow as pa
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from sources.api import Source
 
-__all__ = ["ForwardingReader", "KillOnceReader", "claim_once", "kill_once_source", "parent_of"]
+__all__ = [
+    "ForwardingReader",
+    "KillOnceReader",
+    "claim_once",
+    "descendants",
+    "kill_once_source",
+    "parent_of",
+]
 
 HANDOVER_SECONDS = 0.5
 """How long the killer waits before the kill, so that Spark has taken its first rows."""
@@ -33,6 +40,22 @@ def parent_of(pid: int) -> int | None:
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def descendants(root: int) -> list[int]:
+    """Every living process below ``root``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            parent = parent_of(int(entry.name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def claim_once(marker: str) -> bool:

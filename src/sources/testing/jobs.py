@@ -25,7 +25,7 @@ from typing import Any, Self
 from pyspark import cloudpickle
 
 from sources.api import Source
-from sources.testing.faults import parent_of
+from sources.testing.faults import descendants
 
 __all__ = ["Job", "job_env", "job_settings", "workers_import_path"]
 
@@ -147,7 +147,7 @@ class Job:
         and compete for the CPU with the next run.
         """
         groups = {self.process.pid}
-        for pid in _descendants(self.process.pid):
+        for pid in descendants(self.process.pid):
             group = _group_of(pid)
             if group is not None:
                 groups.add(group)
@@ -162,19 +162,3 @@ def _group_of(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
-
-
-def _descendants(root: int) -> list[int]:
-    """Every living process below ``root``, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            parent = parent_of(int(entry.name))
-            if parent is not None:
-                children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
