@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from sources.options import Option
 
 __all__ = [
+    "INTERFACES",
     "SupportsCountedRecords",
     "SupportsDerivedSplits",
     "SupportsEventTime",
@@ -324,6 +325,19 @@ class SupportsStorageOptions(ABC):
 
         Used when the user gives no ``stateStorageOptions``.
         """
+
+
+INTERFACES: tuple[type, ...] = (
+    SupportsFilterPushdown,
+    SupportsEventTime,
+    SupportsRecordLimits,
+    SupportsDerivedSplits,
+    SupportsPinning,
+    SupportsPlanRefinement,
+    SupportsSplitLabels,
+    SupportsStorageOptions,
+)
+"""Every interface whose members splitsource calls (record limits as their common base)."""
 
 
 def takes_record_limits(source: object) -> bool:

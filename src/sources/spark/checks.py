@@ -19,16 +19,10 @@ from enumerators.base import SplitEnumerator
 from readers.base import SplitReader
 from sources.api import Source
 from sources.capabilities import (
+    INTERFACES,
     SupportsCountedRecords,
-    SupportsDerivedSplits,
-    SupportsEventTime,
-    SupportsFilterPushdown,
-    SupportsPinning,
-    SupportsPlanRefinement,
     SupportsRecordIndex,
     SupportsRecordLimits,
-    SupportsSplitLabels,
-    SupportsStorageOptions,
 )
 from sources.errors import SourceDefinitionError
 from sources.serialization import SimpleVersionedSerializer
@@ -43,18 +37,6 @@ _MADE_BY = {
     "enumerator_state_serializer": SimpleVersionedSerializer,
 }
 """The Source's factory methods and the API class of what each returns."""
-
-_CAPABILITIES: tuple[type, ...] = (
-    SupportsFilterPushdown,
-    SupportsEventTime,
-    SupportsRecordLimits,
-    SupportsDerivedSplits,
-    SupportsPinning,
-    SupportsPlanRefinement,
-    SupportsSplitLabels,
-    SupportsStorageOptions,
-)
-"""The interfaces of :mod:`sources.capabilities` whose members splitsource calls."""
 
 _TUNING = {
     "default_max_partition_bytes": "max_partition_bytes",
@@ -76,7 +58,7 @@ def check_source_class(source_class: type[Source[Any, Any]]) -> None:
     against the API; raise :class:`SourceDefinitionError` naming the first misfit."""
     check_current_api(source_class)
     check_overrides(source_class, Source)
-    for capability in _CAPABILITIES:
+    for capability in INTERFACES:
         if issubclass(source_class, capability):
             check_overrides(source_class, capability)
     for factory, api in _MADE_BY.items():
@@ -103,7 +85,7 @@ def check_current_api(source_class: type[Source[Any, Any]]) -> None:
                 f"{name}.{old} is not read since splitsource 0.2: remove it and add "
                 f"{marker.__name__} (from sources.capabilities) to the bases of {name}."
             )
-    for capability in _CAPABILITIES:
+    for capability in INTERFACES:
         if issubclass(source_class, capability):
             continue
         for member in _own_members(capability):
@@ -122,8 +104,9 @@ def _own_members(capability: type) -> list[str]:
 
 def _kind(capability: type) -> str:
     """What to mix in for ``capability``: itself, or one of its kinds."""
-    kinds = capability.__subclasses__() if capability is SupportsRecordLimits else []
-    return " or ".join(k.__name__ for k in kinds) or capability.__name__
+    if capability is SupportsRecordLimits:
+        return f"{SupportsCountedRecords.__name__} or {SupportsRecordIndex.__name__}"
+    return capability.__name__
 
 
 def check_overrides(cls: type, api: type) -> None:
