@@ -34,6 +34,8 @@ from typing import Any
 
 from enumerators.base import CompletedCheckpoint, SplitEnumerator
 from enumerators.postgres import chunk_boundaries, cut_chunks
+from enumerators.postgres_log_cap import changes_ahead
+from enumerators.record_index import RecordIndex, RecordsFound, RecordsWanted
 from readers.postgres_chunk_store import ChunkStore
 from readers.postgres_log import ChunkFilter
 from sources.errors import CorruptDataError, DataLossError
@@ -82,7 +84,9 @@ class StreamSettings:
     format_name: str = "splitsource.postgres_changes"
 
 
-class PostgresStreamEnumerator(SplitEnumerator[PostgresStreamSplit, PostgresStreamState]):
+class PostgresStreamEnumerator(
+    SplitEnumerator[PostgresStreamSplit, PostgresStreamState], RecordIndex[PostgresStreamSplit]
+):
     """Chunks of the table's snapshot first, then its log."""
 
     def __init__(self, settings: StreamSettings, state: PostgresStreamState) -> None:
@@ -191,6 +195,21 @@ class PostgresStreamEnumerator(SplitEnumerator[PostgresStreamSplit, PostgresStre
                 f"{settings.slot}'), and raise max_slot_wal_keep_size or keep the stream "
                 "running"
             )
+
+    def records_ahead(
+        self, wanted: Mapping[str, RecordsWanted[PostgresStreamSplit]]
+    ) -> Mapping[str, RecordsFound]:
+        """The log's changes ahead, in whole transactions (chunks count as one record each,
+        by their positions, and are not asked about)."""
+        found = {}
+        with self._settings.connection.psycopg() as session:
+            for split_id, asked in wanted.items():
+                split = asked.split
+                assert isinstance(split, LogSplit), "chunks count records by their positions"
+                found[split_id] = changes_ahead(
+                    session, split, asked.start, asked.end, asked.records
+                )
+        return found
 
     def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint[Any]) -> None:
         for split_id, split in checkpoint.splits.items():

@@ -44,6 +44,7 @@ from readers.postgres_envelope import envelope_ddl
 from readers.postgres_log import ChunkFilter, KnownColumns, LogReader
 from readers.postgres_stream import PostgresStreamReader, StreamChunkReader
 from sources.api import Source
+from sources.capabilities import SupportsRecordIndex
 from sources.errors import InvalidOptionError
 from sources.options import Option, Options
 from sources.postgres import DEFAULT_CHUNK_SIZE, resolve_table, table_options
@@ -52,7 +53,7 @@ from sources.postgres_checks import check_change_capture
 from sources.postgres_connection import PostgresConnection
 from sources.postgres_slot import lsn_number
 from sources.split import Boundedness
-from sources.splits.postgres import PostgresStreamSplit, PostgresStreamSplitSerializer
+from sources.splits.postgres import LogSplit, PostgresStreamSplit, PostgresStreamSplitSerializer
 from sources.tuning import Tuning
 
 __all__ = ["PostgresChangesSource"]
@@ -60,8 +61,14 @@ __all__ = ["PostgresChangesSource"]
 _SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
 
 
-class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
-    """The changes of ``dbtable``: its snapshot (``op`` ``r``), then its log."""
+class PostgresChangesSource(
+    Source[PostgresStreamSplit, PostgresStreamState], SupportsRecordIndex[PostgresStreamSplit]
+):
+    """The changes of ``dbtable``: its snapshot (``op`` ``r``), then its log.
+
+    ``maxRecordsPerTrigger`` caps the log's changes per micro-batch in whole transactions
+    (:mod:`enumerators.postgres_log_cap`); a snapshot chunk counts as one record.
+    """
 
     name = "postgres_changes"
     supported_boundedness = frozenset({Boundedness.CONTINUOUS_UNBOUNDED})
@@ -142,6 +149,10 @@ class PostgresChangesSource(Source[PostgresStreamSplit, PostgresStreamState]):
             options["chunkSize"],
             since,
         )
+
+    def split_counts_records(self, split: PostgresStreamSplit) -> bool:
+        """True for a chunk (read whole, one position); the log's positions are LSNs."""
+        return not isinstance(split, LogSplit)
 
     def schema(self) -> str:
         return envelope_ddl(", ".join(column.ddl for column in self.table.columns))

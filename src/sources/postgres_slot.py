@@ -7,6 +7,7 @@ splitsource positions are, and ``pg_lsn`` text (``16/B374D848``) on the wire.
 
 from __future__ import annotations
 
+import struct
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -14,8 +15,10 @@ from typing import Any
 from sources.splits.postgres import TransactionSnapshot
 
 __all__ = [
+    "CommittedTransaction",
     "ConsistentPoint",
     "advance_slot",
+    "committed_transactions",
     "create_slot",
     "lsn_number",
     "lsn_text",
@@ -28,6 +31,17 @@ _PEEK = (
     "FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, NULL, "
     "'proto_version', '1', 'publication_names', %s)"
 )
+
+_TRANSACTIONS = (
+    # per transaction: the commit message's commit and end LSNs, its changes (Insert,
+    # Update, Delete, Truncate messages) and all its messages
+    "SELECT max(substring(data FROM 3 FOR 16)) FILTER (WHERE get_byte(data, 0) = 67), "
+    "count(*) FILTER (WHERE get_byte(data, 0) IN (73, 85, 68, 84)), count(*) "
+    "FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, %s, "
+    "'proto_version', '1', 'publication_names', %s) GROUP BY xid"
+)
+_MESSAGES_PER_TRANSACTION = 64
+"""Messages asked for beyond the changes wanted, for Begin, Commit and Relation messages."""
 
 
 def lsn_text(lsn: int) -> str:
@@ -87,6 +101,45 @@ def peek_changes(
     rows = connection.execute(_PEEK, (slot, lsn_text(upto), publication), binary=True)
     found: list[tuple[int, int, bytes]] = rows.fetchall()  # LSNs as numbers: no text to parse
     return found
+
+
+@dataclass(frozen=True)
+class CommittedTransaction:
+    """A transaction of a slot's log: where its commit record starts (the commit LSN, a log
+    split's position) and ends, and how many changes it holds."""
+
+    commit_lsn: int
+    end_lsn: int
+    changes: int
+
+
+def committed_transactions(
+    connection: Any, slot: str, publication: str, start: int, end: int, changes: int | None
+) -> list[CommittedTransaction]:
+    """The transactions of ``slot`` that commit in ``[start, end)``, in commit order; with
+    ``changes``, from the first on until they hold at least that many changes (or all, if
+    fewer), else all. The server decodes them (from the slot's confirmed position); only a
+    row per transaction comes back. The slot does not move."""
+    limit = None if changes is None else changes + _MESSAGES_PER_TRANSACTION
+    while True:
+        rows = connection.execute(
+            _TRANSACTIONS, (slot, lsn_text(end), limit, publication), binary=True
+        ).fetchall()
+        decoded = []
+        for commit, count, _ in rows:
+            if commit is not None:  # a transaction the server decoded whole
+                commit_lsn, end_lsn = struct.unpack(">QQ", commit)
+                decoded.append(CommittedTransaction(commit_lsn, end_lsn, count))
+        found = sorted(
+            (t for t in decoded if start <= t.commit_lsn < end), key=lambda t: t.commit_lsn
+        )
+        if limit is None or changes is None:
+            return found
+        # the server stops after the transaction that takes it past the limit of messages
+        stopped_early = sum(messages for *_, messages in rows) >= limit
+        if not stopped_early or sum(t.changes for t in found) >= changes:
+            return found
+        limit *= 4
 
 
 def advance_slot(connection: Any, slot: str, lsn: int) -> None:
