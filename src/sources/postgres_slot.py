@@ -35,7 +35,8 @@ _PEEK = (
 _TRANSACTIONS = (
     # per transaction: the commit message's commit and end LSNs, its changes (Insert,
     # Update, Delete, Truncate messages) and all its messages
-    "SELECT max(substring(data FROM 3 FOR 16)) FILTER (WHERE get_byte(data, 0) = 67), "
+    "SELECT (array_agg(substring(data FROM 3 FOR 16)) "
+    "FILTER (WHERE get_byte(data, 0) = 67))[1], "
     "count(*) FILTER (WHERE get_byte(data, 0) IN (73, 85, 68, 84)), count(*) "
     "FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, %s, "
     "'proto_version', '1', 'publication_names', %s) GROUP BY xid"
