@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import test_postgres_changes as changes_test
 import test_postgres_source as base
+import test_postgres_startup as startup_test
 import test_postgres_stream_chunks as chunks_test
 from enumerators.postgres_stream import PostgresStreamState
 from helpers.postgres import PostgresServer
@@ -114,6 +115,9 @@ class PostgresChangesContext(PostgresContext):
     which :meth:`append` adds inserts. A row is a change's ``after`` image."""
 
     source_class = PostgresChangesSource
+    stream_options: ClassVar = {"maxSplitsPerTrigger": 1, "maxRecordsPerTrigger": 500}
+    """One chunk a batch in the snapshot, the log's changes capped (an append is a
+    transaction of ``ROWS``)."""
     golden_prefix = "postgres_changes"
 
     def create_input(self, splits: int) -> Mapping[str, Any]:
@@ -150,8 +154,8 @@ class PostgresChangesContext(PostgresContext):
         )
 
     def golden_state(self, version: int) -> PostgresStreamState:
-        assert version == 1
-        return changes_test.GOLDEN_STATE
+        assert version in (1, 2)
+        return changes_test.GOLDEN_STATE if version == 1 else startup_test.GOLDEN_STATE_V2
 
 
 class TestPostgresChanges(TestPostgres):
