@@ -179,7 +179,7 @@ GOLDEN_STATE = PostgresStreamState(
 """The value of tests/golden/postgres_changes_state_v1.bin."""
 
 
-def test_the_version_1_golden_state_reads_and_is_written_the_same() -> None:
+def test_the_version_1_golden_state_reads() -> None:
     data = (Path(__file__).parent / "golden" / "postgres_changes_state_v1.bin").read_bytes()
     assert unframe(PostgresStreamStateSerializer(), data, "golden state") == GOLDEN_STATE
-    assert frame(PostgresStreamStateSerializer(), GOLDEN_STATE) == data
+    # version 2 (tests/test_postgres_startup.py) is written today

@@ -23,10 +23,20 @@ decision 61):
 An existing slot is adopted as it stands: its confirmed position is the start,
 and the next transaction id is read then, which is as correct as a new slot's
 (decision 61's argument needs only that chunks are read after both).
+
+``startupMode`` (design decision 65) changes what ``start()`` does: ``latest-offset``
+cuts no chunks (the state's chunks are empty) and hands out the log split at once, with
+``filter_until`` 0; ``snapshot`` takes no slot and no claim, notes the server's WAL
+insert position and next transaction id as the chunks' start, and never hands out a
+log. The mode is in the state, and a restart in another mode fails naming the option.
+With ``failOnDataLoss`` false a slot found gone or invalidated is replaced by a new
+one of the same name, the log reads on from its consistent point, and the WAL skipped
+is logged and counted (design decision 66).
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,11 +48,11 @@ from enumerators.postgres_log_cap import changes_ahead
 from enumerators.record_index import RecordIndex, RecordsFound, RecordsWanted
 from readers.postgres_chunk_store import ChunkStore
 from readers.postgres_log import ChunkFilter
-from sources.errors import CorruptDataError, DataLossError
+from sources.errors import CorruptDataError, DataLossError, InvalidOptionError
 from sources.postgres_catalog import TableDescription, quote_identifier
 from sources.postgres_checks import SlotClaim
 from sources.postgres_connection import PostgresConnection
-from sources.postgres_slot import advance_slot, lsn_number, readable_end
+from sources.postgres_slot import advance_slot, lsn_number, lsn_text, readable_end
 from sources.serialization import SimpleVersionedSerializer
 from sources.splits.postgres import (
     LogSplit,
@@ -53,26 +63,52 @@ from sources.splits.postgres import (
     unpack_chunk,
 )
 
-__all__ = ["PostgresStreamEnumerator", "PostgresStreamState", "PostgresStreamStateSerializer"]
+__all__ = [
+    "INITIAL",
+    "LATEST_OFFSET",
+    "SNAPSHOT",
+    "STARTUP_MODES",
+    "PostgresStreamEnumerator",
+    "PostgresStreamState",
+    "PostgresStreamStateSerializer",
+]
+
+INITIAL, LATEST_OFFSET, SNAPSHOT = "initial", "latest-offset", "snapshot"
+STARTUP_MODES = (INITIAL, LATEST_OFFSET, SNAPSHOT)
+"""The values of ``startupMode``, as Flink CDC's ``scan.startup.mode`` names them; their
+index is their code in the state (version 2)."""
+
+_LOG = logging.getLogger(__name__)
+_CONSISTENT_POINT = (
+    "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint, "
+    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+)
+"""Where a stream without a slot starts (startup mode ``snapshot``): the WAL insert position,
+and the next transaction id read after it."""
 
 
 @dataclass(frozen=True)
 class PostgresStreamState:
     """The checkpoint of a change stream: the slot's start LSN and next xid once adopted
     (``None`` before), the table's chunks once cut (``None`` before), the indexes of those
-    not handed out, and whether the log split was handed out."""
+    not handed out, whether the log split was handed out, the ``startupMode`` it started
+    in, and the WAL skipped when a lost slot was replaced (bytes, and how many times)."""
 
     start_lsn: int | None = None
     next_xid: int = 0
     chunks: tuple[TableChunkSplit, ...] | None = None
     pending: frozenset[int] = field(default_factory=frozenset)
     log_started: bool = False
+    startup_mode: str = INITIAL
+    skipped_wal: int = 0
+    slots_replaced: int = 0
 
 
 @dataclass(frozen=True)
 class StreamSettings:
     """What the enumerator needs of its source: where, which table, how to cut it, the slot
-    and publication, and where the chunk copies are."""
+    and publication (empty in startup mode ``snapshot``), where the chunk copies are
+    (``None`` in ``latest-offset``), the startup mode and whether a lost slot fails."""
 
     connection: PostgresConnection
     table: TableDescription
@@ -80,8 +116,10 @@ class StreamSettings:
     chunk_size: int
     slot: str
     publication: str
-    store_url: str
+    store_url: str | None
     format_name: str = "splitsource.postgres_changes"
+    startup_mode: str = INITIAL
+    fail_on_data_loss: bool = True
 
 
 class PostgresStreamEnumerator(
@@ -93,28 +131,67 @@ class PostgresStreamEnumerator(
         self._settings = settings
         self._state = state
         self._chunks_in_flight = False
+        self._chunks_reading = 0
         self._claim: SlotClaim | None = None
+        self._server_position: int | None = None
+        self._log_committed: int | None = None
 
     def handle_splits_in_flight(self, splits: Sequence[PostgresStreamSplit]) -> None:
-        self._chunks_in_flight = any(isinstance(split, StreamChunkSplit) for split in splits)
+        self._chunks_reading = sum(isinstance(split, StreamChunkSplit) for split in splits)
+        self._chunks_in_flight = self._chunks_reading > 0
 
     def start(self) -> None:
-        if self._claim is None:  # one stream per slot, for as long as this one runs
-            settings = self._settings
-            self._claim = SlotClaim.take(settings.format_name, settings.connection, settings.slot)
-        if self._state.start_lsn is not None and self._state.chunks is not None:
-            return
-        with self._settings.connection.psycopg() as session:
-            start_lsn, next_xid = self._adopt_slot(session)
-            boundaries = chunk_boundaries(
-                session,
-                self._settings.table.sql,
-                quote_identifier(self._settings.key_column),
-                self._settings.chunk_size,
+        settings = self._settings
+        started = self._state.start_lsn is not None and self._state.chunks is not None
+        if started and self._state.startup_mode != settings.startup_mode:
+            raise InvalidOptionError(
+                settings.format_name,
+                "startupMode",
+                f"this checkpoint's stream of {settings.table.qualified} started with "
+                f"startupMode {self._state.startup_mode}, and a stream keeps the mode it "
+                f"started with; restart it with startupMode {self._state.startup_mode}, or "
+                f"start {settings.startup_mode} with a new checkpoint and stateLocation",
             )
-        chunks = tuple(cut_chunks(self._settings.table.qualified, boundaries))
-        self._state = PostgresStreamState(
-            start_lsn, next_xid, chunks, frozenset(c.index for c in chunks)
+        if settings.startup_mode == SNAPSHOT:  # no log: no slot, nothing to claim
+            if not started:
+                self._state = self._cut(_CONSISTENT_POINT)
+            return
+        if self._claim is None:  # one stream per slot, for as long as this one runs
+            self._claim = SlotClaim.take(settings.format_name, settings.connection, settings.slot)
+        if started:
+            with settings.connection.psycopg() as session:
+                self._check_slot(session)  # a restart after a lost slot failed a read
+            return
+        self._state = self._cut(None)
+
+    def _cut(self, point: str | None) -> PostgresStreamState:
+        """The state of a stream that starts now: its start LSN and next xid (the slot's,
+        or, with ``point`` the query that gives them, the server's), and its chunks."""
+        settings = self._settings
+        session: Any
+        with settings.connection.psycopg() as session:
+            if point is None:
+                start_lsn, next_xid = self._adopt_slot(session)
+            else:
+                start_lsn, next_xid = session.execute(point).fetchone()
+            if settings.startup_mode == LATEST_OFFSET:
+                boundaries = None
+            else:
+                boundaries = chunk_boundaries(
+                    session,
+                    settings.table.sql,
+                    quote_identifier(settings.key_column),
+                    settings.chunk_size,
+                )
+        chunks = (
+            () if boundaries is None else tuple(cut_chunks(settings.table.qualified, boundaries))
+        )
+        return PostgresStreamState(
+            start_lsn,
+            next_xid,
+            chunks,
+            frozenset(c.index for c in chunks),
+            startup_mode=settings.startup_mode,
         )
 
     def next_splits(self, max_splits: int | None = None) -> list[PostgresStreamSplit]:
@@ -128,9 +205,10 @@ class PostgresStreamEnumerator(
             for index in handed
         ]
         pending = state.pending - set(handed)
+        self._chunks_reading += len(taken)
         self._chunks_in_flight = self._chunks_in_flight or bool(taken)  # until told otherwise
         log_ready = not pending and not self._chunks_in_flight
-        log_ready = log_ready and not state.log_started
+        log_ready = log_ready and not state.log_started and state.startup_mode != SNAPSHOT
         log_started = state.log_started
         if log_ready and len(taken) < room:
             taken.append(self._log_split(state))
@@ -148,7 +226,37 @@ class PostgresStreamEnumerator(
         self._state = replace(self._state, pending=frozenset(pending), log_started=log_started)
 
     def is_end_of_input(self) -> bool:
-        return False
+        """True in startup mode ``snapshot`` once every chunk is handed out (the stream has
+        no log); never in the others."""
+        state = self._state
+        return state.startup_mode == SNAPSHOT and state.chunks is not None and not state.pending
+
+    def pending(self) -> Mapping[str, int]:
+        """The snapshot's progress (``snapshotChunks``, ``pendingChunks`` not handed out yet,
+        ``chunksInFlight``, ``chunksDone``), and with a log ``logStarted`` (0 or 1),
+        ``logLagBytes`` (the server's WAL insert position when the batch was planned minus
+        the position the last committed batch read the log to, or the start while no log
+        batch is committed), ``walBytesSkipped`` and ``slotsReplaced`` (lost slots replaced
+        under ``failOnDataLoss`` false). No figure asks the server."""
+        state = self._state
+        if state.chunks is None:
+            return {}
+        reading = min(self._chunks_reading, len(state.chunks) - len(state.pending))
+        figures = {
+            "snapshotChunks": len(state.chunks),
+            "pendingChunks": len(state.pending),
+            "chunksInFlight": reading,
+            "chunksDone": len(state.chunks) - len(state.pending) - reading,
+        }
+        if state.startup_mode == SNAPSHOT:
+            return figures
+        figures["logStarted"] = int(state.log_started)
+        if state.log_started and self._server_position is not None:
+            read_to = self._log_committed if self._log_committed is not None else state.start_lsn
+            figures["logLagBytes"] = max(0, self._server_position - (read_to or 0))
+        figures["walBytesSkipped"] = state.skipped_wal
+        figures["slotsReplaced"] = state.slots_replaced
+        return figures
 
     def close(self) -> None:
         """Let the slot go (another stream may take it)."""
@@ -164,14 +272,16 @@ class PostgresStreamEnumerator(
             settings = self._settings
             self._claim = self._claim.renewed(settings.format_name, settings.connection)
         with self._settings.connection.psycopg() as session:
-            if self._state.start_lsn is not None:
+            if self._state.start_lsn is not None and self._settings.startup_mode != SNAPSHOT:
                 self._check_slot(session)
             end = readable_end(session)
+        self._server_position = end
         return {split.split_id: end for split in splits}
 
     def _check_slot(self, session: Any) -> None:
         """Fail with a :class:`DataLossError` if the slot is gone or the server invalidated
-        it: the changes since it was last confirmed cannot be read."""
+        it: the changes since it was last confirmed cannot be read. With
+        ``failOnDataLoss`` false, replace it instead (:meth:`_replace_slot`)."""
         settings = self._settings
         row = session.execute(
             "SELECT wal_status, confirmed_flush_lsn::text FROM pg_replication_slots "
@@ -179,6 +289,10 @@ class PostgresStreamEnumerator(
             (settings.slot,),
         ).fetchone()
         again = "start the stream again from a new checkpoint (it reads the table's snapshot again)"
+        lost = row is None or row[0] == "lost"
+        if lost and not settings.fail_on_data_loss:
+            self._replace_slot(session, None if row is None else lsn_number(row[1]))
+            return
         if row is None:
             raise DataLossError(
                 f"the replication slot {settings.slot} of {settings.table.qualified}'s stream "
@@ -193,8 +307,43 @@ class PostgresStreamEnumerator(
                 f"{settings.table.qualified} since {confirmed} are gone; {again}, with a new "
                 "slotName or after pg_drop_replication_slot('"
                 f"{settings.slot}'), and raise max_slot_wal_keep_size or keep the stream "
-                "running"
+                "running; or set failOnDataLoss to false to read on from a new slot, "
+                "skipping the changes lost"
             )
+
+    def _replace_slot(self, session: Any, confirmed: int | None) -> None:
+        """Drop the lost slot (if the server still lists it), create it again, and read on
+        from the new slot's consistent point: the changes from ``confirmed`` (else the
+        last position known committed, else the start) up to it are skipped, logged at
+        WARNING and counted in the state (design decision 66)."""
+        settings, state = self._settings, self._state
+        known = self._log_committed if self._log_committed is not None else state.start_lsn
+        since = max(confirmed or 0, known or 0)
+        session.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE slot_name = %s",
+            (settings.slot,),
+        )
+        (created,) = session.execute(
+            "SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput')",
+            (settings.slot,),
+        ).fetchone()
+        point = lsn_number(created)
+        skipped = max(0, point - since)
+        _LOG.warning(
+            "failOnDataLoss is false: the replication slot %s of %s was lost; it is made "
+            "again, and the changes committed from %s to %s (%d bytes of WAL) are skipped",
+            settings.slot,
+            settings.table.qualified,
+            lsn_text(since),
+            lsn_text(point),
+            skipped,
+        )
+        self._state = replace(
+            state,
+            skipped_wal=state.skipped_wal + skipped,
+            slots_replaced=state.slots_replaced + 1,
+        )
 
     def records_ahead(
         self, wanted: Mapping[str, RecordsWanted[PostgresStreamSplit]]
@@ -214,7 +363,11 @@ class PostgresStreamEnumerator(
     def notify_checkpoint_complete(self, checkpoint: CompletedCheckpoint[Any]) -> None:
         for split_id, split in checkpoint.splits.items():
             if isinstance(split, LogSplit):
+                self._log_committed = checkpoint.positions[split_id]
                 self._confirm(split, checkpoint.positions[split_id])
+            elif self._state.startup_mode == SNAPSHOT and split_id in checkpoint.finished:
+                assert self._settings.store_url is not None
+                ChunkStore(self._settings.store_url).delete(split_id)  # nothing filters by it
 
     def _confirm(self, split: LogSplit, position: int) -> None:
         """Confirm the slot up to ``position`` (idempotent); drop the chunk copies once the
@@ -226,14 +379,20 @@ class PostgresStreamEnumerator(
             ).fetchone()
             if row is not None and lsn_number(row[0]) < position:
                 advance_slot(session, split.slot, position)
-        if position >= split.filter_until and self._state.chunks is not None:
+        if position >= split.filter_until and self._state.chunks:
+            assert self._settings.store_url is not None
             store = ChunkStore(self._settings.store_url)
             for chunk in self._state.chunks:
                 store.delete(chunk.split_id)
 
     def _log_split(self, state: PostgresStreamState) -> LogSplit:
-        """The log from the start LSN, its chunk filter published for the readers."""
+        """The log from the start LSN, its chunk filter published for the readers (none
+        without chunks: ``filter_until`` 0)."""
         assert state.start_lsn is not None and state.chunks is not None
+        if not state.chunks:
+            settings = self._settings
+            return LogSplit(settings.slot, settings.publication, state.start_lsn, None, 0)
+        assert self._settings.store_url is not None
         store = ChunkStore(self._settings.store_url)
         stamps = {chunk.index: store.read_stamp(chunk.split_id) for chunk in state.chunks}
         missing = [index for index, stamp in stamps.items() if stamp is None]
@@ -287,18 +446,23 @@ class PostgresStreamEnumerator(
 
 
 _HEADER = ">BQQII"  # flags, start LSN, next xid, chunk count, pending count
+_HEADER_V2_TAIL = ">BQI"  # startup mode, WAL skipped, slots replaced
 _FLAGS_STARTED, _FLAGS_CUT, _FLAGS_LOG = 1, 2, 4
 
 
 class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamState]):
-    """Version 1: flags (bit 0 slot adopted, bit 1 chunks cut, bit 2 log handed out), the
+    """Version 2: version 1's layout, then the startup mode (uint8, its index in
+    :data:`STARTUP_MODES`), the bytes of WAL skipped (uint64) and the slots replaced
+    (uint32). Reads version 1 too, as startup mode ``initial`` with nothing skipped.
+
+    Version 1: flags (bit 0 slot adopted, bit 1 chunks cut, bit 2 log handed out), the
     start LSN and next xid (uint64 each), the counts of chunks and of pending indexes
     (uint32 each), each chunk in the table chunk layout version 1, then the pending
     indexes (uint32 each, rising)."""
 
     @property
     def version(self) -> int:
-        return 1
+        return 2
 
     def serialize(self, obj: PostgresStreamState) -> bytes:
         flags = (
@@ -308,14 +472,16 @@ class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamStat
         )
         chunks = obj.chunks or ()
         pending = sorted(obj.pending)
+        mode = STARTUP_MODES.index(obj.startup_mode)
         return (
             struct.pack(_HEADER, flags, obj.start_lsn or 0, obj.next_xid, len(chunks), len(pending))
             + b"".join(pack_chunk(chunk) for chunk in chunks)
             + b"".join(struct.pack(">I", index) for index in pending)
+            + struct.pack(_HEADER_V2_TAIL, mode, obj.skipped_wal, obj.slots_replaced)
         )
 
     def deserialize(self, version: int, data: bytes) -> PostgresStreamState:
-        if version != 1:
+        if version not in (1, 2):
             raise CorruptDataError(f"postgres stream state version {version} does not exist")
         flags, start_lsn, next_xid, count, pending_count = struct.unpack_from(_HEADER, data)
         if flags & ~(_FLAGS_STARTED | _FLAGS_CUT | _FLAGS_LOG):
@@ -325,16 +491,27 @@ class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamStat
         for _ in range(count):
             chunk, at = unpack_chunk(data, at)
             chunks.append(chunk)
-        if at + 4 * pending_count != len(data):
+        tail = struct.calcsize(_HEADER_V2_TAIL) if version == 2 else 0
+        if at + 4 * pending_count + tail != len(data):
             raise CorruptDataError(
                 f"postgres stream state announces {count} chunks and {pending_count} pending "
                 f"but holds {len(data)} bytes"
             )
         pending = struct.unpack_from(f">{pending_count}I", data, at)
+        mode, skipped, replaced = 0, 0, 0
+        if version == 2:
+            mode, skipped, replaced = struct.unpack_from(
+                _HEADER_V2_TAIL, data, at + 4 * pending_count
+            )
+            if mode >= len(STARTUP_MODES):
+                raise CorruptDataError(f"postgres stream state has unknown startup mode {mode}")
         return PostgresStreamState(
             start_lsn if flags & _FLAGS_STARTED else None,
             next_xid,
             tuple(chunks) if flags & _FLAGS_CUT else None,
             frozenset(pending),
             bool(flags & _FLAGS_LOG),
+            STARTUP_MODES[mode],
+            skipped,
+            replaced,
         )

@@ -9,6 +9,12 @@ snapshot's chunks are kept (write-once) until the log has taken over, and the
 role needs ``REPLICATION`` (and to own the table, for the publication it creates
 if ``publicationName`` does not exist).
 
+``startupMode`` picks what it reads (design decision 65): ``initial`` (the
+snapshot, then the log), ``latest-offset`` (the log only, from the slot's position
+when the stream first starts; no ``snapshotLocation``), or ``snapshot`` (the
+snapshot only, then no more input; no slot, no ``REPLICATION``). ``failOnDataLoss``
+false reads on from a new slot when the server lost the old one (decision 66).
+
 A separate format from ``splitsource.postgres`` for now: a format has one schema,
 and a bounded read of a table gives its rows, a stream its changes. Whether both
 become ``splitsource.postgres`` with a ``startupMode`` that also decides the
@@ -32,6 +38,10 @@ import pyarrow as pa
 
 from enumerators.base import EnumeratorContext
 from enumerators.postgres_stream import (
+    INITIAL,
+    LATEST_OFFSET,
+    SNAPSHOT,
+    STARTUP_MODES,
     PostgresStreamEnumerator,
     PostgresStreamState,
     PostgresStreamStateSerializer,
@@ -78,10 +88,13 @@ class PostgresChangesSource(
         Option.string(
             "slotName",
             "the replication slot (lower-case letters, digits, _): created if absent, "
-            "adopted if present; one stream per slot",
+            "adopted if present; one stream per slot (not with startupMode snapshot)",
+            default=None,
         ).listed(
             "the replication slot (lower-case letters, digits and `_`): created if absent, "
-            "adopted if present; one stream reads a slot"
+            "adopted if present; one stream reads a slot. Not taken by `startupMode` "
+            "`snapshot`",
+            shown="required",
         ),
         Option.string(
             "publicationName",
@@ -91,10 +104,33 @@ class PostgresChangesSource(
         Option.string(
             "snapshotLocation",
             "where the snapshot's chunks are kept until the log takes over (a local path or "
-            "an s3:// URL)",
+            "an s3:// URL; not with startupMode latest-offset)",
+            default=None,
         ).listed(
             "where the snapshot's chunks are kept until the log takes over: a local path or an "
-            "`s3://` URL"
+            "`s3://` URL. Not taken by `startupMode` `latest-offset`",
+            shown="required",
+        ),
+        Option.choice(
+            "startupMode",
+            "initial (the snapshot, then the log), latest-offset (the log from now) or "
+            "snapshot (the snapshot only)",
+            STARTUP_MODES,
+            default=INITIAL,
+        ).listed(
+            "`initial`: the table's snapshot, then its log; `latest-offset`: the log only, "
+            "from the slot's position when the stream first starts; `snapshot`: the snapshot "
+            "only, then no more input (no slot). A restart keeps the mode it started with: "
+            "see [startup modes](#startup-modes)"
+        ),
+        Option.boolean(
+            "failOnDataLoss",
+            "fail when the server lost the slot; false: a new slot, the lost changes skipped",
+            True,
+        ).listed(
+            "fail when the server invalidated or lost the slot; `false` makes it again and "
+            "reads on, skipping (with a WARNING and a count) the changes lost: see "
+            "[when something is wrong](#when-something-is-wrong)"
         ),
     )
 
@@ -103,11 +139,13 @@ class PostgresChangesSource(
         connection: PostgresConnection,
         table: TableDescription,
         key_column: str,
-        slot: str,
-        snapshot_location: str,
+        slot: str | None,
+        snapshot_location: str | None,
         publication: str | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         columns_since: int = 0,
+        startup_mode: str = INITIAL,
+        fail_on_data_loss: bool = True,
     ) -> None:
         self.connection = connection
         self.table = table
@@ -117,37 +155,45 @@ class PostgresChangesSource(
         """The columns this stream reads and the WAL position from which changes have them:
         a change after it with other columns fails the read (see :class:`KnownColumns`)."""
         self.key_column = key_column
-        self.slot = slot
-        self.publication = publication or f"{slot}_publication"
+        self.slot = slot or ""
+        self.publication = "" if slot is None else publication or f"{slot}_publication"
         self.snapshot_location = snapshot_location
         self.chunk_size = chunk_size
+        self.startup_mode = startup_mode
+        self.fail_on_data_loss = fail_on_data_loss
 
     @classmethod
     def from_options(cls, options: Options) -> PostgresChangesSource:
-        slot = options["slotName"]
-        if not _SLOT_NAME.fullmatch(slot):
+        mode = options["startupMode"]
+        slot = _needed(options, "slotName", mode != SNAPSHOT, mode)
+        if slot is not None and not _SLOT_NAME.fullmatch(slot):
             raise InvalidOptionError(
                 cls.format_name(),
                 "slotName",
                 f"'{slot}' is not a slot name Postgres takes; use 1 to 63 lower-case letters, "
                 "digits and underscores",
             )
+        location = _needed(options, "snapshotLocation", mode != LATEST_OFFSET, mode)
         try:
-            ChunkStore(options["snapshotLocation"])
+            if location is not None:
+                ChunkStore(location)
         except ValueError as problem:
             raise InvalidOptionError(cls.format_name(), "snapshotLocation", str(problem)) from None
         connection, table, key = resolve_table(cls.format_name(), options)
-        check_change_capture(cls.format_name(), connection, table, slot)
+        if slot is not None:
+            check_change_capture(cls.format_name(), connection, table, slot)
         table, since = _described_since(connection, table)
         return cls(
             connection,
             table,
             key,
             slot,
-            options["snapshotLocation"],
+            location,
             options["publicationName"],
             options["chunkSize"],
             since,
+            mode,
+            options["failOnDataLoss"],
         )
 
     def split_counts_records(self, split: PostgresStreamSplit) -> bool:
@@ -172,13 +218,15 @@ class PostgresChangesSource(
             self.publication,
             self.snapshot_location,
             self.format_name(),
+            self.startup_mode,
+            self.fail_on_data_loss,
         )
         return PostgresStreamEnumerator(settings, state)
 
     def create_reader(self, schema: pa.Schema) -> PostgresStreamReader:
         selects = {column.name: column.select for column in self.table.columns}
         query = ChunkQuery(self.table.sql, quote_identifier(self.key_column), selects)
-        store = ChunkStore(self.snapshot_location)
+        store = ChunkStore(self.snapshot_location) if self.snapshot_location else _NoChunks()
         chunks = StreamChunkReader(
             CONNECTIONS,
             self.connection,
@@ -200,6 +248,33 @@ class PostgresChangesSource(
 
     def enumerator_state_serializer(self) -> PostgresStreamStateSerializer:
         return PostgresStreamStateSerializer()
+
+
+def _needed(options: Options, name: str, needed: bool, mode: str) -> str | None:
+    """Option ``name``'s value if ``startupMode`` ``mode`` needs it (then it must be given),
+    else ``None`` (then it must not be: it would not be used)."""
+    value: str | None = options[name]
+    if needed and value is None:
+        raise InvalidOptionError(
+            PostgresChangesSource.format_name(),
+            name,
+            f"startupMode {mode} needs it; give {name}",
+        )
+    if not needed and value is not None:
+        raise InvalidOptionError(
+            PostgresChangesSource.format_name(),
+            name,
+            f"startupMode {mode} does not use it; leave {name} out",
+        )
+    return value
+
+
+class _NoChunks(ChunkStore):
+    """The chunk store of a stream without a snapshot (``startupMode`` ``latest-offset``):
+    none of its splits is a chunk, so nothing reads or writes it."""
+
+    def __init__(self) -> None:
+        self.url = ""
 
 
 def _described_since(
