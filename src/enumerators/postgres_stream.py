@@ -79,12 +79,7 @@ STARTUP_MODES = (INITIAL, LATEST_OFFSET, SNAPSHOT)
 index is their code in the state (version 2)."""
 
 _LOG = logging.getLogger(__name__)
-_CONSISTENT_POINT = (
-    "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint, "
-    "pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
-)
-"""Where a stream without a slot starts (startup mode ``snapshot``): the WAL insert position,
-and the next transaction id read after it."""
+_NEXT_XID = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
 
 
 @dataclass(frozen=True)
@@ -154,7 +149,7 @@ class PostgresStreamEnumerator(
             )
         if settings.startup_mode == SNAPSHOT:  # no log: no slot, nothing to claim
             if not started:
-                self._state = self._cut(_CONSISTENT_POINT)
+                self._state = self._cut(slot=False)
             return
         if self._claim is None:  # one stream per slot, for as long as this one runs
             self._claim = SlotClaim.take(settings.format_name, settings.connection, settings.slot)
@@ -162,18 +157,21 @@ class PostgresStreamEnumerator(
             with settings.connection.psycopg() as session:
                 self._check_slot(session)  # a restart after a lost slot failed a read
             return
-        self._state = self._cut(None)
+        self._state = self._cut(slot=True)
 
-    def _cut(self, point: str | None) -> PostgresStreamState:
-        """The state of a stream that starts now: its start LSN and next xid (the slot's,
-        or, with ``point`` the query that gives them, the server's), and its chunks."""
+    def _cut(self, slot: bool) -> PostgresStreamState:
+        """The state of a stream that starts now: its start LSN and next xid (with ``slot``
+        the slot's, else the server's WAL insert position and the next xid read after it,
+        as decision 61 reads them after making the slot), and its chunks."""
         settings = self._settings
         session: Any
         with settings.connection.psycopg() as session:
-            if point is None:
+            if slot:
                 start_lsn, next_xid = self._adopt_slot(session)
             else:
-                start_lsn, next_xid = session.execute(point).fetchone()
+                (position,) = session.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+                start_lsn = lsn_number(position)
+                (next_xid,) = session.execute(_NEXT_XID).fetchone()
             if settings.startup_mode == LATEST_OFFSET:
                 boundaries = None
             else:
@@ -439,9 +437,7 @@ class PostgresStreamEnumerator(
             start = lsn_number(created)
         else:
             start = lsn_number(row[0])
-        (next_xid,) = session.execute(
-            "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
-        ).fetchone()
+        (next_xid,) = session.execute(_NEXT_XID).fetchone()
         return start, next_xid
 
 
