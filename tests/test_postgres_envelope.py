@@ -47,7 +47,7 @@ def test_changes_become_envelope_rows_that_rebuild_the_table(
 
     columns = "`id` bigint NOT NULL, `name` string NOT NULL, `note` string"
     schema = arrow_schema(parse_ddl(envelope_ddl(columns)))
-    changes = list(PgoutputDecoder().decode(message for _, _, message in messages))
+    (changes,) = PgoutputDecoder().decode_runs([message for _, _, message in messages])
     rows = pa.Table.from_batches(
         [
             snapshot_batch(snapshot.to_batches()[0], "public.items", point.lsn, schema),
@@ -104,7 +104,7 @@ def test_a_table_that_sends_old_rows_fills_the_values_an_update_left_out(
         (upto,) = db.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
         messages = peek_changes(db, "full", "capture", lsn_number(upto))
     schema = arrow_schema(parse_ddl(envelope_ddl("`id` bigint, `title` string, `body` string")))
-    changes = list(PgoutputDecoder().decode(message for _, _, message in messages))
+    (changes,) = PgoutputDecoder().decode_runs([message for _, _, message in messages])
     (update,) = change_batch(changes, schema).to_pylist()
     assert update["before"] == {"id": 1, "title": "draft", "body": big}
     assert update["after"] == {"id": 1, "title": "final", "body": big}

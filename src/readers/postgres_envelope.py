@@ -28,11 +28,10 @@ Applying a table's rows per key in ``(lsn, seq)`` order rebuilds the table
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+import numpy as np
 import pyarrow as pa
 
-from readers.pgoutput import UNCHANGED, Change
+from readers.pgoutput import TEXT, UNCHANGED_KIND, ChangeRun, TupleColumns
 from readers.postgres_text import array_from_text
 
 __all__ = ["change_batch", "envelope_ddl", "snapshot_batch"]
@@ -55,23 +54,23 @@ def envelope_ddl(columns_ddl: str) -> str:
     )
 
 
-def change_batch(changes: Sequence[Change], schema: pa.Schema) -> pa.RecordBatch:
-    """``changes`` (of one table) as rows of the envelope ``schema``."""
+def change_batch(changes: ChangeRun, schema: pa.Schema) -> pa.RecordBatch:
+    """``changes`` (a run of one relation) as rows of the envelope ``schema``, a column at a
+    time: each of the relation's columns becomes one Arrow array, converted once."""
     row_type = schema.field("after").type
-    before = _rows([c.before for c in changes], changes, row_type)
-    after_values = [_filled(change) for change in changes]
-    after = _rows([values for values, _ in after_values], changes, row_type)
+    places = [_place(changes.relation.columns, field.name) for field in row_type]
+    after, unknown = _filled(changes)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([c.op for c in changes], pa.string()),
-            before,
-            after,
-            pa.array([c.relation.qualified for c in changes], pa.string()),
-            pa.array([c.lsn for c in changes], pa.int64()),
-            pa.array([c.seq for c in changes], pa.int64()),
-            pa.array([c.commit_time for c in changes], pa.timestamp("us", tz="UTC")),
-            pa.array([c.xid for c in changes], pa.int64()),
-            pa.array([unchanged for _, unchanged in after_values], pa.list_(pa.string())),
+            _letters(changes.ops),
+            _struct(changes.before, places, row_type),
+            _struct(after, places, row_type),
+            _repeated(changes.relation.qualified, len(changes)),
+            pa.array(changes.lsns, pa.int64()),
+            pa.array(changes.seqs, pa.int64()),
+            pa.array(changes.commit_times, pa.int64()).view(pa.timestamp("us", tz="UTC")),
+            pa.array(changes.xids, pa.int64()),
+            _names(unknown, changes.relation.columns, schema.field("unchanged").type),
         ],
         schema=schema,
     )
@@ -87,10 +86,10 @@ def snapshot_batch(rows: pa.RecordBatch, table: str, lsn: int, schema: pa.Schema
     )
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(["r"] * count, pa.string()),
+            _repeated("r", count),
             pa.nulls(count, row_type),
             after,
-            pa.array([table] * count, pa.string()),
+            _repeated(table, count),
             pa.array([lsn] * count, pa.int64()),
             pa.array([0] * count, pa.int64()),
             pa.nulls(count, pa.timestamp("us", tz="UTC")),
@@ -101,52 +100,68 @@ def snapshot_batch(rows: pa.RecordBatch, table: str, lsn: int, schema: pa.Schema
     )
 
 
-def _filled(change: Change) -> tuple[tuple[object, ...] | None, list[str]]:
-    """``change.after`` with each value left out taken from the old row where the server sent
-    it, and the names of the columns still unknown."""
-    if change.after is None:
-        return None, []
-    if change.all_sent or (change.all_sent is None and UNCHANGED not in change.after):
-        return change.after, []  # the usual case: every value sent
-    values: list[object] = []
-    unknown: list[str] = []
-    for index, value in enumerate(change.after):
-        if value is UNCHANGED:
-            old = change.before[index] if change.before is not None else None
-            if isinstance(old, str):
-                value = old
-            else:
-                value = None
-                unknown.append(change.relation.columns[index])
-        values.append(value)
-    return tuple(values), unknown
+def _filled(changes: ChangeRun) -> tuple[TupleColumns, np.ndarray]:
+    """The new rows, each value an update left out taken from the old row where the server
+    sent it (``REPLICA IDENTITY FULL``), and which values are still unknown (columns by
+    changes)."""
+    after, before = changes.after, changes.before
+    unknown = after.kinds == UNCHANGED_KIND
+    if not unknown.any():
+        return after, unknown  # the usual case: every value sent
+    sent = unknown & (before.kinds == TEXT)
+    filled = TupleColumns(
+        after.data,
+        after.present,
+        np.where(sent, TEXT, after.kinds),
+        np.where(sent, before.starts, after.starts),
+        np.where(sent, before.lengths, after.lengths),
+    )
+    return filled, unknown & ~sent
 
 
-def _rows(
-    tuples: Sequence[Sequence[object] | None],
-    changes: Sequence[Change],
-    row_type: pa.StructType,
+def _struct(
+    rows: TupleColumns, places: list[int | None], row_type: pa.StructType
 ) -> pa.StructArray:
-    # Where each field is in each change's row, by relation: a relation from before a column
-    # was added lacks it (None).
-    places: dict[int, list[int | None]] = {}
-    for change in changes:
-        columns = change.relation.columns
-        if id(change.relation) not in places:
-            places[id(change.relation)] = [
-                columns.index(field.name) if field.name in columns else None for field in row_type
-            ]
-    rows_places = [places[id(change.relation)] for change in changes]
-    children = []
-    for number, field in enumerate(row_type):
-        values = [
-            None if row is None or (at := place[number]) is None else row[at]
-            for row, place in zip(tuples, rows_places, strict=True)
-        ]
-        texts = [value if isinstance(value, str) else None for value in values]
-        children.append(array_from_text(texts, field.type))
-    missing = pa.array([row is None for row in tuples], pa.bool_())
+    """``rows`` as a struct of ``row_type``: each field from its column (``places``: where
+    it is among the relation's columns; ``None``, a field the relation lacks: NULL)."""
+    count = len(rows.present)
+    children = [
+        pa.nulls(count, field.type)
+        if place is None
+        else array_from_text(rows.text(place), field.type)
+        for place, field in zip(places, row_type, strict=True)
+    ]
+    missing = pa.array(~rows.present, pa.bool_())
     return pa.StructArray.from_arrays(children, fields=list(row_type), mask=missing)
+
+
+def _place(columns: tuple[str, ...], name: str) -> int | None:
+    return columns.index(name) if name in columns else None
+
+
+def _names(unknown: np.ndarray, columns: tuple[str, ...], kind: pa.DataType) -> pa.Array:
+    """Per change, the names of the columns whose ``unknown`` (columns by changes) is set."""
+    changes, column = np.nonzero(unknown.T)  # by change, then column: in the columns' order
+    offsets = np.zeros(unknown.shape[1] + 1, np.int32)
+    np.cumsum(np.bincount(changes, minlength=unknown.shape[1]), out=offsets[1:])
+    names = pa.array(columns, pa.string()).take(pa.array(column, pa.int64()))
+    return pa.ListArray.from_arrays(pa.array(offsets), names, type=kind)
+
+
+def _letters(codes: np.ndarray) -> pa.Array:
+    """One-letter strings from their bytes."""
+    count = len(codes)
+    offsets = np.arange(count + 1, dtype=np.int32)
+    return pa.Array.from_buffers(
+        pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(codes.astype(np.uint8))]
+    )
+
+
+def _repeated(text: str, count: int) -> pa.Array:
+    """``text`` ``count`` times, as a string array."""
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.zeros(count, np.int32)), pa.array([text], pa.string())
+    ).cast(pa.string())
 
 
 def _fields(columns_ddl: str) -> list[str]:

@@ -21,10 +21,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
-from readers.pgoutput import Change, PgoutputDecoder
+from readers.pgoutput import ChangeRun, PgoutputDecoder
 from readers.postgres_envelope import change_batch
 from readers.postgres_text import SESSION_SETTINGS
 from sources.errors import DataLossError, SchemaMismatchError
@@ -66,12 +68,16 @@ class KnownColumns:
     columns: tuple[str, ...]
     since: int
 
-    def check(self, change: Change) -> None:
-        """Raise :class:`SchemaMismatchError` if ``change`` comes from after the stream
-        started and its table's columns are not those the stream reads."""
-        found = change.relation.columns
-        if found == self.columns or change.lsn < self.since:
+    def check(self, changes: ChangeRun) -> None:
+        """Raise :class:`SchemaMismatchError` if some of ``changes`` come from after the
+        stream started and their table's columns are not those the stream reads."""
+        found = changes.relation.columns
+        if found == self.columns:
             return
+        after = np.flatnonzero(changes.lsns >= self.since)
+        if len(after) == 0:
+            return
+        lsn = int(changes.lsns[after[0]])
         added = [name for name in found if name not in self.columns]
         dropped = [name for name in self.columns if name not in found]
         what = (
@@ -83,7 +89,7 @@ class KnownColumns:
             or "reordered"
         )
         raise SchemaMismatchError(
-            f"table {self.table} changed its columns at LSN {_lsn_text(change.lsn)}, after this "
+            f"table {self.table} changed its columns at LSN {_lsn_text(lsn)}, after this "
             f"stream started ({what}): a stream's rows keep the columns the table had when the "
             "query started. Restart the query to read the table as it is now: it resumes "
             "from its checkpoint, rows from before the change with NULL in columns added "
@@ -144,8 +150,8 @@ class ChunkFilter:
         }
         return cls(tables, parsed["next_xid"])
 
-    def keeps(self, change: Change) -> bool:
-        """Whether ``change`` is not in the rows its chunk was read with.
+    def keeps(self, changes: ChangeRun) -> np.ndarray:
+        """Which of ``changes`` are not in the rows their chunks were read with (a mask).
 
         Raises
         ------
@@ -153,24 +159,44 @@ class ChunkFilter:
             A truncate some chunk's snapshot saw and another did not: the rows read before
             it would come back in a sink that applies it.
         """
-        chunks = self.tables.get(change.relation.qualified)
+        chunks = self.tables.get(changes.relation.qualified)
         if chunks is None:
-            return True
-        xid = widen_xid(change.xid, self.next_xid)
-        if change.op == "t":
-            seen = {snapshot.sees(xid) for snapshot in chunks.snapshots}
-            if len(seen) > 1:
-                raise DataLossError(
-                    f"table {change.relation.qualified} was truncated while its snapshot was "
-                    f"read (at LSN {_lsn_text(change.lsn)}): some chunks were read "
-                    "before the truncate and some after; start the stream again from a new "
-                    "checkpoint (and a new slot) to take a new snapshot"
-                )
-            return not seen.pop()
-        row = change.after if change.after is not None else change.before
-        assert row is not None, "inserts, updates and deletes carry a row"
-        key = row[chunks.key_index]
-        return not chunks.snapshot_of(None if key is None else int(str(key))).sees(xid)
+            return np.ones(len(changes), np.bool_)
+        truncates = changes.ops == ord("t")
+        for at in np.flatnonzero(truncates).tolist():
+            self._check_truncate(chunks, changes, at)
+        keys = pc.if_else(
+            pa.array(changes.after.present),
+            changes.after.text(chunks.key_index),
+            changes.before.text(chunks.key_index),
+        ).cast(pa.int64())
+        chunk = np.searchsorted(
+            np.asarray(chunks.boundaries, np.int64),
+            keys.fill_null(0).to_numpy(zero_copy_only=False),
+            side="right",
+        )
+        chunk[keys.is_null().to_numpy(zero_copy_only=False)] = 0  # a NULL key: the first
+        # Whether a chunk sees a transaction, asked once per chunk and transaction.
+        pairs, inverse = np.unique(chunk << 32 | changes.xids, return_inverse=True)
+        seen = np.array(
+            [
+                chunks.snapshots[pair >> 32].sees(widen_xid(pair & 0xFFFFFFFF, self.next_xid))
+                for pair in pairs.tolist()
+            ],
+            np.bool_,
+        )
+        return ~seen[inverse.ravel()]
+
+    def _check_truncate(self, chunks: TableChunks, changes: ChangeRun, at: int) -> None:
+        """A truncate that the snapshots of every chunk see, or none does."""
+        xid = widen_xid(int(changes.xids[at]), self.next_xid)
+        if len({snapshot.sees(xid) for snapshot in chunks.snapshots}) > 1:
+            raise DataLossError(
+                f"table {changes.relation.qualified} was truncated while its snapshot was "
+                f"read (at LSN {_lsn_text(int(changes.lsns[at]))}): some chunks were read "
+                "before the truncate and some after; start the stream again from a new "
+                "checkpoint (and a new slot) to take a new snapshot"
+            )
 
 
 class LogReader(SplitReader[LogSplit]):
@@ -203,21 +229,18 @@ class LogReader(SplitReader[LogSplit]):
             for name, value in SESSION_SETTINGS.items():
                 self._connection.execute(f"SET {name} = '{value}'")
         messages = peek_changes(self._connection, split.slot, split.publication, split.end)
-        changes = [
-            change
-            for change in PgoutputDecoder().decode(message for _, _, message in messages)
-            if split.start <= change.lsn < split.end
-        ]
-        for change in changes:
-            known = self._known.get(change.relation.qualified)
+        runs = PgoutputDecoder().decode_runs([message for _, _, message in messages])
+        runs = [run.take((run.lsns >= split.start) & (run.lsns < split.end)) for run in runs]
+        for run in runs:
+            known = self._known.get(run.relation.qualified)
             if known is not None:
-                known.check(change)
+                known.check(run)
         if split.start < split.filter_until:
             if self._chunk_filter is None:
                 raise ValueError(f"log split {split.split_id} needs the chunks' filter")
             kept = self._chunk_filter()
-            changes = [c for c in changes if c.lsn >= split.filter_until or kept.keeps(c)]
-        batches = [change_batch(group, self._schema) for group in _by_table(changes)]
+            runs = [run.take((run.lsns >= split.filter_until) | kept.keeps(run)) for run in runs]
+        batches = _in_order([run for run in runs if len(run)], self._schema)
         return RecordsBySplit({split.split_id: batches}, frozenset({split.split_id}))
 
     def wakeup(self) -> None:
@@ -234,12 +257,12 @@ def _lsn_text(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
-def _by_table(changes: Sequence[Change]) -> list[list[Change]]:
-    """``changes`` in runs of one table each, in order."""
-    runs: list[list[Change]] = []
-    for change in changes:
-        if runs and runs[-1][-1].relation.oid == change.relation.oid:
-            runs[-1].append(change)
-        else:
-            runs.append([change])
-    return runs
+def _in_order(runs: Sequence[ChangeRun], schema: pa.Schema) -> list[pa.RecordBatch]:
+    """The envelope's rows of ``runs``, in the order of their changes."""
+    batches = [change_batch(run, schema) for run in runs]
+    if len(batches) <= 1:
+        return batches
+    rows = pa.Table.from_batches(batches, schema)
+    order = np.argsort(np.concatenate([run.order for run in runs]), kind="stable")
+    in_order: list[pa.RecordBatch] = rows.take(pa.array(order)).combine_chunks().to_batches()
+    return in_order

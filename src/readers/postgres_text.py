@@ -5,7 +5,7 @@ column values as the server's text output, and the rows of the log must equal
 the rows the snapshot reads through ADBC for the same values (the mapping of
 :mod:`sources.postgres_catalog`). A column's values are converted together,
 with Arrow's casts, wherever Arrow parses the text; ``bytea``, unconstrained
-``numeric`` past its scale and arrays are parsed value by value.
+``numeric`` past its scale and arrays are parsed value by value, in Python.
 
 The text depends on the session's settings: read the slot on a connection set
 up with :data:`SESSION_SETTINGS`.
@@ -35,8 +35,9 @@ snapshot and the log give the same strings whatever the server's defaults."""
 Text = str | None
 
 
-def array_from_text(values: Sequence[Text], target: pa.DataType) -> pa.Array:
-    """``values`` (the server's text, ``None`` for NULL) as an array of ``target``.
+def array_from_text(values: Sequence[Text] | pa.Array, target: pa.DataType) -> pa.Array:
+    """``values`` (the server's text, ``None`` for NULL; or an Arrow string array of it) as
+    an array of ``target``.
 
     Raises
     ------
@@ -50,17 +51,18 @@ def array_from_text(values: Sequence[Text], target: pa.DataType) -> pa.Array:
     >>> array_from_text(["{1,NULL,3}"], pa.list_(pa.int32())).to_pylist()
     [[1, None, 3]]
     """
-    texts = pa.array(values, pa.string())
+    texts = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
     if pa.types.is_string(target):
         return texts
     if pa.types.is_boolean(target):
         return pc.equal(texts, "t")
     if pa.types.is_binary(target):
-        return pa.array([None if v is None else bytes.fromhex(v[2:]) for v in values], target)
+        hexes = texts.to_pylist()
+        return pa.array([None if v is None else bytes.fromhex(v[2:]) for v in hexes], target)
     if pa.types.is_decimal(target):
         return _decimal(texts, target)
     if pa.types.is_list(target):
-        return _list(values, target)
+        return _list(texts.to_pylist(), target)
     return texts.cast(target)  # integers, floats (Infinity, NaN), dates, timestamps
 
 
