@@ -135,7 +135,7 @@ def test_a_cut_takes_whole_transactions_within_the_budget_or_the_first_alone(
     changes = sum(t.changes for t in taken)
     assert start <= found.position <= end
     assert found.position == end or found.position in {t.end_lsn for t in log} | {start}
-    if records is None or changes < records and found.position == end:
+    if records is None or (changes < records and found.position == end):
         assert (found.records, found.position) == (changes, end)
     else:
         assert found.records == records
