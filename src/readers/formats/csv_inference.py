@@ -58,10 +58,12 @@ _LONG_DIGITS = ("9223372036854775807", "9223372036854775808")
 
 _ISO_DATE = r"^\d{4}-\d{2}-\d{2}$"
 _ISO_TIMESTAMP = (
-    r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}(:?\d{2})?)?)?)?)?$"
+    r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d{1,6})?"
+    r"(Z|[+-]\d{2}(:?\d{2}|:\d{2}:\d{2})?)?)?)?)?$"
 )
-"""Timestamp text Spark's default parser and Arrow's ISO 8601 parser both read: an offset
-only after the seconds (Spark's rule), at most six digits of a second (Arrow's)."""
+"""Timestamp text Spark's default parser and this reader both read: an offset only after
+the seconds (Spark's rule), at most six digits of a second (Arrow's); an offset may have
+seconds (``-04:56:02``, as Spark writes a local mean time)."""
 
 
 def spark_type(column: pa.ChunkedArray, options: FormatOptions) -> pa.DataType:

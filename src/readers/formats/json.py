@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import replace
 from typing import Any
@@ -195,22 +197,74 @@ def _arrays_as_records(data: bytes) -> bytes:
 
 def _read_as_text(field: pa.Field, options: FormatOptions) -> bool:
     """Whether ``field`` is read as JSON text first: pyarrow has no maps nor Spark's patterns,
-    reads a timestamp without an offset as UTC (right only in that zone), and no date
-    from a string (Spark writes dates as ``"2026-11-27"``)."""
+    reads a timestamp without an offset as UTC (right only in that zone), no date from a
+    string (Spark writes dates as ``"2026-11-27"``), and a string into binary as its bytes
+    (Spark writes binary as base64)."""
     kind = field.type
     if pa.types.is_timestamp(kind) and kind.tz is not None and options.timestamp_format is None:
         return options.time_zone != "UTC"
-    return pa.types.is_map(kind) or pa.types.is_date(kind) or converted_from_text(kind, options)
+    return (
+        pa.types.is_map(kind)
+        or pa.types.is_date(kind)
+        or pa.types.is_binary(kind)
+        or converted_from_text(kind, options)
+    )
 
 
 def _from_text(column: pa.ChunkedArray, field: pa.Field, options: FormatOptions) -> pa.Array:
+    if pa.types.is_binary(field.type):
+        return _from_base64(column, field)
     if not pa.types.is_map(field.type):
         return converted(column, field, options)
     try:
-        return pa.array([_entries(text) for text in column.to_pylist()], type=field.type)
+        entries = [_entries(text) for text in column.to_pylist()]
+        if not _values_from_text(field.type.item_type):
+            return pa.array(entries, type=field.type)
+        as_text = pa.array(
+            [None if found is None else [(k, _text(v)) for k, v in found] for found in entries],
+            type=pa.map_(field.type.key_type, pa.string()),
+        )
     except (pa.ArrowException, TypeError, ValueError) as error:
         raise Malformed(
             f"column '{field.name}' holds a value that is not {field.type}: {error}"
+        ) from None
+    values = _from_text(
+        pa.chunked_array([as_text.items]), field.with_type(field.type.item_type), options
+    )
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return pa.MapArray.from_arrays(
+        as_text.offsets, as_text.keys, values, type=field.type, mask=as_text.is_null()
+    )
+
+
+def _values_from_text(kind: pa.DataType) -> bool:
+    """Whether a map's values of type ``kind`` are converted from their JSON text, as
+    columns of that type are: Python's JSON values do not convert to it."""
+    return (
+        pa.types.is_timestamp(kind)
+        or pa.types.is_date(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_decimal(kind)
+    )
+
+
+def _text(value: Any) -> str | None:
+    """A JSON value as the text a column of it is read from: a string as is."""
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def _from_base64(column: pa.ChunkedArray, field: pa.Field) -> pa.Array:
+    """Base64 text as the bytes it encodes, as Spark reads JSON into ``binary`` (Python per
+    value: Arrow has no base64 kernel, and binary columns in JSON are rare)."""
+    try:
+        return pa.array(
+            [None if text is None else base64.b64decode(text) for text in column.to_pylist()],
+            type=field.type,
+        )
+    except (binascii.Error, ValueError) as error:
+        raise Malformed(
+            f"column '{field.name}' holds a value that is not base64: {error}"
         ) from None
 
 

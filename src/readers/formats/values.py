@@ -38,8 +38,12 @@ __all__ = [
 TRUE = ["true", "True", "TRUE"]
 FALSE = ["false", "False", "FALSE"]
 
-_ENDS_WITH_OFFSET = r"[T ]\d\d(:\d\d(:\d\d(\.\d*)?)?)?(Z|[+-]\d\d(:?\d\d)?)$"
-"""Timestamp text that ends with an offset, in the forms Arrow's ISO 8601 parser reads."""
+_ENDS_WITH_OFFSET = r"[T ]\d\d(:\d\d(:\d\d(\.\d*)?)?)?(Z|[+-]\d\d(:?\d\d|:\d\d:\d\d)?)$"
+"""Timestamp text that ends with an offset, in the forms Arrow's ISO 8601 parser reads, and
+with seconds (``-04:56:02``, a local mean time), which :func:`_offset_seconds_apart` takes
+off first."""
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+_OFFSET_SECONDS = r"(?P<sign>[+-])\d\d:\d\d:(?P<seconds>\d\d)$"
 
 _JAVA_INTEGER = r"^[+-]?\d+$"
 """Text Java's ``Integer.parseInt`` and ``Long.parseLong`` read (if in range); Arrow
@@ -170,10 +174,29 @@ def _instants(column: pa.ChunkedArray, unit: str, options: FormatOptions) -> pa.
         return pc.cast(column, pa.timestamp(unit, UTC))
     except pa.ArrowInvalid:
         with_offset = pc.match_substring_regex(column, _ENDS_WITH_OFFSET)
+    column, seconds = _offset_seconds_apart(column)
     no_text = pa.scalar(None, column.type)
     offset = pc.cast(pc.if_else(with_offset, column, no_text), pa.timestamp(unit, UTC))
+    if seconds is not None:
+        offset = pc.add(offset, pc.multiply(seconds, _PER_SECOND[unit]).cast(pa.duration(unit)))
     local = pc.cast(pc.if_else(with_offset, no_text, column), pa.timestamp(unit))
     return pc.coalesce(offset, as_instants(local, options.time_zone))
+
+
+def _offset_seconds_apart(
+    column: pa.ChunkedArray,
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray | None]:
+    """``column`` with the seconds of offsets such as ``-04:56:02`` taken off (Arrow reads
+    offsets to the minute), and the seconds to add to the instants read then; ``None`` if no
+    offset has seconds."""
+    found = pc.extract_regex(column, _OFFSET_SECONDS)
+    if found.null_count == len(found):
+        return column, None
+    behind = pc.equal(pc.struct_field(found, "sign"), "-")  # UTC is ahead of the local time
+    seconds = pc.cast(pc.struct_field(found, "seconds"), pa.int64())
+    shift = pc.fill_null(pc.if_else(behind, seconds, pc.negate(seconds)), 0)
+    trimmed = pc.if_else(pc.is_valid(found), pc.utf8_slice_codeunits(column, 0, -3), column)
+    return trimmed, shift
 
 
 def _check(column: pa.ChunkedArray, valid: pa.ChunkedArray, rule: str) -> None:
