@@ -1,7 +1,8 @@
-"""A column added to or dropped from a captured table mid-stream fails the read with the table,
-the columns and what to do, instead of dropping the new column's values silently; the query
-restarted from its checkpoint then reads on, with the table's columns as they are. Driven as
-Spark drives a stream, without Spark."""
+"""A column added to or dropped from a captured table mid-stream, or given a type Spark reads
+differently, fails the read with the table, the columns (the types) and what to do, instead of
+dropping the new column's values silently or reading them as the old type; the query restarted
+from its checkpoint then reads on, with the table's columns as they are. Driven as Spark drives
+a stream, without Spark."""
 
 from __future__ import annotations
 
@@ -99,3 +100,37 @@ def test_a_dropped_column_fails_naming_it_then_a_restart_reads_without_it(
 
     stream.restart()
     assert [row["after"] for row in stream.batch()] == [{"id": 11}]
+
+
+def test_a_column_of_another_type_fails_naming_both_then_a_restart_reads_it(
+    stream: Stream,
+) -> None:
+    stream.sql(
+        "INSERT INTO items VALUES (11, 1)",
+        "ALTER TABLE items ALTER COLUMN v TYPE numeric(6, 2)",
+        "INSERT INTO items VALUES (12, 2.5)",
+    )
+
+    with pytest.raises(SchemaMismatchError) as failed:
+        stream.batch()
+    message = str(failed.value)
+    assert message.startswith("column v of table public.items changed its type at LSN ")
+    assert "from bigint to numeric(6,2) (in Spark from bigint to decimal(6, 2))" in message
+    assert "Restart the query" in message
+
+    stream.restart()
+    assert {row["after"]["id"]: str(row["after"]["v"]) for row in stream.batch()} == {
+        11: "1.00",  # before the change, read in the new type
+        12: "2.50",
+    }
+
+
+def test_a_column_of_another_type_that_reads_as_the_same_spark_type_reads_on(
+    stream: Stream,
+) -> None:
+    stream.sql(
+        "CREATE DOMAIN amount AS bigint CHECK (VALUE >= 0)",
+        "ALTER TABLE items ALTER COLUMN v TYPE amount",
+        "INSERT INTO items VALUES (11, 1)",
+    )
+    assert [row["after"] for row in stream.batch()] == [{"id": 11, "v": 1}]

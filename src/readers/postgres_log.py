@@ -27,13 +27,15 @@ import pyarrow.compute as pc
 
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.pgoutput import ChangeRun, PgoutputDecoder
+from readers.postgres_columns import KnownColumns
 from readers.postgres_envelope import change_batch
 from readers.postgres_text import SESSION_SETTINGS
-from sources.errors import DataLossError, SchemaMismatchError
-from sources.postgres_slot import peek_changes
+from sources.errors import DataLossError
+from sources.postgres_catalog import describe_type
+from sources.postgres_slot import lsn_text, peek_changes
 from sources.splits.postgres import LogSplit, TableChunkSplit, TransactionSnapshot, widen_xid
 
-__all__ = ["ChunkFilter", "KnownColumns", "LogReader", "TableChunks"]
+__all__ = ["ChunkFilter", "LogReader", "TableChunks"]
 
 
 @dataclass(frozen=True)
@@ -51,50 +53,6 @@ class TableChunks:
         if key is None:
             return self.snapshots[0]
         return self.snapshots[bisect.bisect_right(self.boundaries, key)]
-
-
-@dataclass(frozen=True)
-class KnownColumns:
-    """The columns of a table as the stream read them from the catalog when it started
-    (``load()``), and the WAL position taken just before: changes from there on have them.
-
-    A change of the log whose table has other columns (``ALTER TABLE ... ADD`` or ``DROP
-    COLUMN``) fails the read, naming the table and the columns, unless it predates the
-    position: a change the query reads again after a restart, whose columns are matched
-    by name (a column added since is NULL in it, one dropped since is left out).
-    """
-
-    table: str
-    columns: tuple[str, ...]
-    since: int
-
-    def check(self, changes: ChangeRun) -> None:
-        """Raise :class:`SchemaMismatchError` if some of ``changes`` come from after the
-        stream started and their table's columns are not those the stream reads."""
-        found = changes.relation.columns
-        if found == self.columns:
-            return
-        after = np.flatnonzero(changes.lsns >= self.since)
-        if len(after) == 0:
-            return
-        lsn = int(changes.lsns[after[0]])
-        added = [name for name in found if name not in self.columns]
-        dropped = [name for name in self.columns if name not in found]
-        what = (
-            "; ".join(
-                f"{kind} {', '.join(names)}"
-                for kind, names in (("added", added), ("dropped", dropped))
-                if names
-            )
-            or "reordered"
-        )
-        raise SchemaMismatchError(
-            f"table {self.table} changed its columns at LSN {_lsn_text(lsn)}, after this "
-            f"stream started ({what}): a stream's rows keep the columns the table had when the "
-            "query started. Restart the query to read the table as it is now: it resumes "
-            "from its checkpoint, rows from before the change with NULL in columns added "
-            "since (and drop a dropped column from .schema(...) if you gave one)"
-        )
 
 
 @dataclass(frozen=True)
@@ -193,7 +151,7 @@ class ChunkFilter:
         if len({snapshot.sees(xid) for snapshot in chunks.snapshots}) > 1:
             raise DataLossError(
                 f"table {changes.relation.qualified} was truncated while its snapshot was "
-                f"read (at LSN {_lsn_text(int(changes.lsns[at]))}): some chunks were read "
+                f"read (at LSN {lsn_text(int(changes.lsns[at]))}): some chunks were read "
                 "before the truncate and some after; start the stream again from a new "
                 "checkpoint (and a new slot) to take a new snapshot"
             )
@@ -215,6 +173,7 @@ class LogReader(SplitReader[LogSplit]):
         self._known = {table.table: table for table in known}
         self._splits: list[LogSplit] = []
         self._connection: Any = None
+        self._types: dict[tuple[int, int], tuple[str, str]] = {}
 
     def handle_splits_changes(self, change: SplitsAddition[LogSplit]) -> None:
         self._splits.extend(change.splits)
@@ -234,7 +193,7 @@ class LogReader(SplitReader[LogSplit]):
         for run in runs:
             known = self._known.get(run.relation.qualified)
             if known is not None:
-                known.check(run)
+                known.check(run, self._type_of)
         if split.start < split.filter_until:
             if self._chunk_filter is None:
                 raise ValueError(f"log split {split.split_id} needs the chunks' filter")
@@ -243,6 +202,12 @@ class LogReader(SplitReader[LogSplit]):
         batches = _in_order([run for run in runs if len(run)], self._schema)
         return RecordsBySplit({split.split_id: batches}, frozenset({split.split_id}))
 
+    def _type_of(self, type_oid: int, modifier: int) -> tuple[str, str]:
+        """A column type the stream did not start with: its name and its Spark type."""
+        if (type_oid, modifier) not in self._types:
+            self._types[type_oid, modifier] = describe_type(self._connection, type_oid, modifier)
+        return self._types[type_oid, modifier]
+
     def wakeup(self) -> None:
         """Nothing to wake: a fetch is one bounded query."""
 
@@ -250,11 +215,6 @@ class LogReader(SplitReader[LogSplit]):
         if self._connection is not None:
             connection, self._connection = self._connection, None
             connection.close()
-
-
-def _lsn_text(lsn: int) -> str:
-    """``lsn`` as Postgres shows it: ``16/B374D848``."""
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 def _in_order(runs: Sequence[ChangeRun], schema: pa.Schema) -> list[pa.RecordBatch]:

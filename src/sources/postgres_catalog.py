@@ -40,10 +40,17 @@ declares every column nullable, reads ``timestamp`` as ``timestamp`` unless
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["Column", "TableDescription", "column_of", "describe_table", "quote_identifier"]
+__all__ = [
+    "Column",
+    "TableDescription",
+    "column_of",
+    "describe_table",
+    "describe_type",
+    "quote_identifier",
+]
 
 _SCALARS = {
     "int2": "smallint",
@@ -73,13 +80,16 @@ def quote_identifier(name: str) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """One column: its name, its Spark type (DDL), whether it is ``NOT NULL``, and the SQL
-    expression that reads it in that type."""
+    """One column: its name, its Spark type (DDL), whether it is ``NOT NULL``, the SQL
+    expression that reads it in that type, and, as the catalog gave it, its Postgres type
+    (``(atttypid, atttypmod)``, as ``pgoutput`` names it too) and that type's name."""
 
     name: str
     spark_type: str
     not_null: bool
     select: str
+    postgres_type: tuple[int, int] | None = None
+    postgres_type_name: str = ""
 
     @property
     def ddl(self) -> str:
@@ -188,14 +198,24 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.oid = to_regclass(%s)
 """
 
-_COLUMNS = """
-SELECT a.attname, base.typname, a.atttypmod, element.typname, a.attnotnull
-FROM pg_attribute a
-JOIN pg_type t ON t.oid = a.atttypid
+_BASE_AND_ELEMENT = """
 JOIN pg_type base ON base.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
 LEFT JOIN pg_type element ON element.oid = base.typelem AND base.typcategory = 'A'
+"""  # the type ``t``'s base type (for a domain) and the element type of an array
+
+_COLUMNS = f"""
+SELECT a.attname, base.typname, a.atttypmod, element.typname, a.attnotnull,
+    a.atttypid, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a
+JOIN pg_type t ON t.oid = a.atttypid {_BASE_AND_ELEMENT}
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum
+"""
+
+_TYPE = f"""
+SELECT format_type(t.oid, %s), base.typname, element.typname
+FROM pg_type t {_BASE_AND_ELEMENT}
+WHERE t.oid = %s
 """
 
 _PRIMARY_KEY = """
@@ -219,8 +239,23 @@ def describe_table(connection: Any, table: str) -> TableDescription | None:
     oid, schema, name = found
     rows: Sequence[tuple[Any, ...]] = connection.execute(_COLUMNS, (oid,)).fetchall()
     columns = tuple(
-        column_of(column, type_name, modifier, element, not_null)
-        for column, type_name, modifier, element, not_null in rows
+        replace(
+            column_of(column, type_name, modifier, element, not_null),
+            postgres_type=(type_oid, modifier),
+            postgres_type_name=shown,
+        )
+        for column, type_name, modifier, element, not_null, type_oid, shown in rows
     )
     key = tuple(row[0] for row in connection.execute(_PRIMARY_KEY, (oid,)).fetchall())
     return TableDescription(schema, name, columns, key)
+
+
+def describe_type(connection: Any, type_oid: int, modifier: int) -> tuple[str, str]:
+    """The Postgres type ``type_oid`` with ``modifier`` (as ``pgoutput``'s relation message
+    gives a column's): its name as Postgres writes it, and the Spark type a column of it
+    reads as (:func:`column_of`). ``connection`` is a psycopg 3 connection."""
+    found = connection.execute(_TYPE, (modifier, type_oid)).fetchone()
+    if found is None:
+        return f"a type with oid {type_oid} that no longer exists", "unknown"
+    shown, type_name, element = found
+    return shown, column_of("column", type_name, modifier, element, False).spark_type

@@ -49,9 +49,10 @@ from enumerators.postgres_stream import (
 )
 from readers.postgres import ChunkQuery
 from readers.postgres_chunk_store import ChunkStore
+from readers.postgres_columns import KnownColumns
 from readers.postgres_connections import CONNECTIONS
 from readers.postgres_envelope import envelope_ddl
-from readers.postgres_log import ChunkFilter, KnownColumns, LogReader
+from readers.postgres_log import ChunkFilter, LogReader
 from readers.postgres_stream import PostgresStreamReader, StreamChunkReader
 from sources.api import Source
 from sources.capabilities import SupportsRecordIndex
@@ -149,11 +150,10 @@ class PostgresChangesSource(
     ) -> None:
         self.connection = connection
         self.table = table
-        self.known_columns = KnownColumns(
-            table.qualified, tuple(column.name for column in table.columns), columns_since
-        )
+        self.known_columns = KnownColumns(table.qualified, table.columns, columns_since)
         """The columns this stream reads and the WAL position from which changes have them:
-        a change after it with other columns fails the read (see :class:`KnownColumns`)."""
+        a change after it with other columns, or types, fails the read (see
+        :class:`KnownColumns`)."""
         self.key_column = key_column
         self.slot = slot or ""
         self.publication = "" if slot is None else publication or f"{slot}_publication"
