@@ -189,7 +189,7 @@ class LogReader(SplitReader[LogSplit]):
                 self._connection.execute(f"SET {name} = '{value}'")
         messages = peek_changes(self._connection, split.slot, split.publication, split.end)
         runs = PgoutputDecoder().decode_runs([message for _, _, message in messages])
-        runs = [run.take((run.lsns >= split.start) & (run.lsns < split.end)) for run in runs]
+        runs = [_kept(run, (run.lsns >= split.start) & (run.lsns < split.end)) for run in runs]
         for run in runs:
             known = self._known.get(run.relation.qualified)
             if known is not None:
@@ -198,7 +198,7 @@ class LogReader(SplitReader[LogSplit]):
             if self._chunk_filter is None:
                 raise ValueError(f"log split {split.split_id} needs the chunks' filter")
             kept = self._chunk_filter()
-            runs = [run.take((run.lsns >= split.filter_until) | kept.keeps(run)) for run in runs]
+            runs = [_kept(run, (run.lsns >= split.filter_until) | kept.keeps(run)) for run in runs]
         batches = _in_order([run for run in runs if len(run)], self._schema)
         return RecordsBySplit({split.split_id: batches}, frozenset({split.split_id}))
 
@@ -215,6 +215,11 @@ class LogReader(SplitReader[LogSplit]):
         if self._connection is not None:
             connection, self._connection = self._connection, None
             connection.close()
+
+
+def _kept(changes: ChangeRun, mask: np.ndarray) -> ChangeRun:
+    """The changes ``mask`` keeps (``changes`` itself when it keeps all, as it mostly does)."""
+    return changes if mask.all() else changes.take(mask)
 
 
 def _in_order(runs: Sequence[ChangeRun], schema: pa.Schema) -> list[pa.RecordBatch]:
