@@ -111,6 +111,65 @@ def test_a_lost_slot_is_made_again_when_fail_on_data_loss_is_false_and_the_gap_i
     assert f"({metrics['walBytesSkipped']} bytes of WAL) are skipped" in warning
 
 
+def invalidate_slot(postgres: PostgresServer, database: str, slot: str) -> None:
+    """Write and recycle more WAL than ``max_slot_wal_keep_size`` (set to 1MB here) lets
+    ``slot`` hold, until the server invalidates it."""
+    for batch in range(5):
+        with postgres.connect(database) as db:
+            db.execute(
+                "INSERT INTO items SELECT g, 0 FROM generate_series(%s::bigint, %s::bigint) g",
+                (10**6 + batch * 100_000, 10**6 + batch * 100_000 + 99_999),
+            )
+            (status,) = db.execute(
+                "SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+            ).fetchone()
+        if status == "lost":
+            return
+        with postgres.admin() as admin:
+            admin.execute("SELECT pg_switch_wal()")
+            admin.execute("CHECKPOINT")
+    raise AssertionError(f"the server kept the slot {slot} (status {status})")
+
+
+def test_an_invalidated_slot_is_replaced_when_fail_on_data_loss_is_false(
+    postgres: PostgresServer, postgres_database: str, tmp_path: Path
+) -> None:
+    make_items(postgres, postgres_database, 10)
+    source, _ = PostgresChangesSource.from_spark_options(
+        {
+            **stream_options(postgres, postgres_database, tmp_path, "latest-offset"),
+            "failOnDataLoss": "false",
+        }
+    )
+    driver = StreamCoordinator(source, AdmissionLimits())
+    rows: list[dict[str, Any]] = []
+
+    def batch(start: Any) -> Any:
+        end = spark_json(driver.latest_offset(start, limited=True))
+        rows.extend(read_batch(source, driver.plan(start, end)))
+        driver.commit(end)
+        return end
+
+    with postgres.admin() as admin:
+        admin.execute("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'")
+        admin.execute("SELECT pg_reload_conf()")
+    try:
+        at = batch(spark_json(driver.initial_offset()))
+        invalidate_slot(postgres, postgres_database, "to_the_lake")
+        at = batch(at)  # the slot is made again here
+        with postgres.connect(postgres_database) as db:
+            db.execute("UPDATE items SET v = 1 WHERE id = 1")
+        at = batch(at)
+        metrics = driver.report()["metrics"]  # type: ignore[index]
+    finally:
+        driver.close()
+        with postgres.admin() as admin:
+            admin.execute("ALTER SYSTEM RESET max_slot_wal_keep_size")
+            admin.execute("SELECT pg_reload_conf()")
+    assert [(r["op"], r["after"]["id"]) for r in rows] == [("u", 1)]
+    assert metrics["slotsReplaced"] == 1 and metrics["walBytesSkipped"] > 1 << 20
+
+
 def test_a_dropped_slot_fails_the_stream_by_default(
     postgres: PostgresServer, postgres_database: str, tmp_path: Path
 ) -> None:
