@@ -122,6 +122,7 @@ def test_snapshot_reads_the_table_once_then_available_now_ends_without_a_slot(
         ("r", i, rows[0].lsn, 0) for i in range(1, 2_001)
     ]
     assert not [p for p in again.recentProgress if p["numInputRows"]]
+    assert not list((tmp_path / "snapshot").glob("*.arrow"))  # committed chunks: copies gone
     figures = [source_metrics(p)["splitsource.postgres_changes"] for p in query.recentProgress]
     assert figures[0]["snapshotChunks"] == 4  # 2,000 rows in chunks of 500
     assert [f["chunksDone"] + f["chunksInFlight"] for f in figures][:4] == [1, 2, 3, 4]
