@@ -131,6 +131,36 @@ def test_snapshot_reads_the_table_once_then_available_now_ends_without_a_slot(
         assert db.execute("SELECT count(*) FROM pg_replication_slots").fetchone() == (0,)
 
 
+def test_snapshot_reads_with_a_role_that_may_only_select_the_table(
+    postgres: PostgresServer, postgres_database: str, tmp_path: Path
+) -> None:
+    make_items(postgres, postgres_database, 50)
+    role = f"reader_{postgres_database}"[:63]
+    with postgres.admin() as admin:
+        admin.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD 'reader-secret'")
+    with postgres.connect(postgres_database) as db:
+        db.execute(f'GRANT SELECT ON items TO "{role}"')
+    try:
+        chosen = stream_options(postgres, postgres_database, tmp_path, "snapshot")
+        source, _ = PostgresChangesSource.from_spark_options(
+            {**chosen, "user": role, "password": "reader-secret"}
+        )
+        driver = StreamCoordinator(source, AdmissionLimits())
+        try:
+            start = spark_json(driver.initial_offset())
+            end = spark_json(driver.latest_offset(start, limited=True))
+            rows = read_batch(source, driver.plan(start, end))
+            driver.commit(end)
+            assert driver.latest_offset(end, limited=True) == end  # no more input
+        finally:
+            driver.close()
+    finally:
+        with postgres.admin(postgres_database) as admin:
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')
+    assert sorted((r["op"], r["after"]["id"]) for r in rows) == [("r", i) for i in range(1, 51)]
+
+
 def test_a_restart_in_another_startup_mode_is_refused_naming_the_option(
     postgres: PostgresServer, postgres_database: str, tmp_path: Path
 ) -> None:
