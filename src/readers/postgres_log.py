@@ -14,7 +14,6 @@ a ``wakeup`` is honoured after it.
 
 from __future__ import annotations
 
-import bisect
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -48,11 +47,15 @@ class TableChunks:
     boundaries: tuple[int, ...]
     snapshots: tuple[TransactionSnapshot, ...]
 
-    def snapshot_of(self, key: int | None) -> TransactionSnapshot:
-        """The snapshot of the chunk that holds ``key`` (a NULL key: the first chunk's)."""
-        if key is None:
-            return self.snapshots[0]
-        return self.snapshots[bisect.bisect_right(self.boundaries, key)]
+    def chunks_of(self, keys: pa.Array) -> np.ndarray:
+        """The index of the chunk that holds each of ``keys`` (a NULL key: the first)."""
+        chunks = np.searchsorted(
+            np.asarray(self.boundaries, np.int64),
+            keys.fill_null(0).to_numpy(zero_copy_only=False),
+            side="right",
+        )
+        chunks[keys.is_null().to_numpy(zero_copy_only=False)] = 0
+        return chunks
 
 
 @dataclass(frozen=True)
@@ -128,14 +131,9 @@ class ChunkFilter:
             changes.after.text(chunks.key_index),
             changes.before.text(chunks.key_index),
         ).cast(pa.int64())
-        chunk = np.searchsorted(
-            np.asarray(chunks.boundaries, np.int64),
-            keys.fill_null(0).to_numpy(zero_copy_only=False),
-            side="right",
-        )
-        chunk[keys.is_null().to_numpy(zero_copy_only=False)] = 0  # a NULL key: the first
         # Whether a chunk sees a transaction, asked once per chunk and transaction.
-        pairs, inverse = np.unique(chunk << 32 | changes.xids, return_inverse=True)
+        pairs = chunks.chunks_of(keys) << 32 | changes.xids
+        pairs, inverse = np.unique(pairs, return_inverse=True)
         seen = np.array(
             [
                 chunks.snapshots[pair >> 32].sees(widen_xid(pair & 0xFFFFFFFF, self.next_xid))
