@@ -37,6 +37,10 @@ def registered(spark: SparkSession) -> None:
 CSV_CASES: dict[str, tuple[bytes, dict[str, Any]]] = {
     "header, every column a string": (b"year,name\n2024,ann\n2025,bob\n", {"header": "true"}),
     "no header": (b"1,a\n2,b\n", {}),
+    "an empty last value after a quoted one, no line break at the end": (
+        b'a,b\n"",',
+        {"header": "true", "emptyValue": "E"},
+    ),
     "infer types": (
         b"i,f,b,d,s\n1,1.5,true,2020-01-02,x\n",
         {"header": "true", "inferSchema": "true"},
@@ -379,6 +383,11 @@ JSON_CASES: dict[str, tuple[bytes, str | None, dict[str, Any]]] = {
         '{"a":1}\u20ac{"a":2}\r\n\u20ac\u20ac{"a":3}'.encode(),
         None,
         {"lineSep": "\u20ac"},
+    ),
+    "whole numbers into timestamps are seconds": (
+        b'{"t": 1700000000}\n{"t": "2026-01-01T00:00:00Z"}\n{"t": -5}\n{"t": 0}\n',
+        "t timestamp",
+        {},
     ),
     "map columns": (
         b'{"m": {"a": 1, "b": null}}\n{"m": {}}\n{"m": null}\n{"x": 1}\n{"m": {"c": 3}}\n',

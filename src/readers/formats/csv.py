@@ -141,6 +141,10 @@ class CsvFormat(RecordFormat):
         blank = not data.strip(b"\r\n") if options.multi_line else data.isspace()
         if not data or blank or not len(schema):
             return schema.empty_table()
+        if not data.endswith((b"\n", b"\r")):
+            # pyarrow takes an empty last value of a last line without a line break for a
+            # quoted one when a quoted value comes before it ("",): emptyValue, not null
+            data += b"\n"
         names = schema.names + _unread_columns(data, options)
         table = _read_as_spark(data, options, names)
         if not options.multi_line:

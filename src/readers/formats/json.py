@@ -41,6 +41,7 @@ __all__ = ["JsonFormat"]
 _NOT_DECIMAL = "Failed to convert JSON to decimal"
 """pyarrow's error for a number with more digits than a decimal's precision or scale."""
 
+_WHOLE_NUMBER = r"^-?\d+$"
 _A_WORD = "a line is a bare word (such as null), not a JSON object"
 
 
@@ -197,23 +198,29 @@ def _arrays_as_records(data: bytes) -> bytes:
 
 def _read_as_text(field: pa.Field, options: FormatOptions) -> bool:
     """Whether ``field`` is read as JSON text first: pyarrow has no maps nor Spark's patterns,
-    reads a timestamp without an offset as UTC (right only in that zone), no date from a
-    string (Spark writes dates as ``"2026-11-27"``), and a string into binary as its bytes
-    (Spark writes binary as base64)."""
+    reads a timestamp without an offset as UTC (right only in that zone) and no number as
+    one (Spark: seconds since the epoch), no date from a string (Spark writes dates as
+    ``"2026-11-27"``), and a string into binary as its bytes (Spark writes base64)."""
     kind = field.type
-    if pa.types.is_timestamp(kind) and kind.tz is not None and options.timestamp_format is None:
-        return options.time_zone != "UTC"
     return (
-        pa.types.is_map(kind)
+        _is_instant(kind)
+        or pa.types.is_map(kind)
         or pa.types.is_date(kind)
         or pa.types.is_binary(kind)
         or converted_from_text(kind, options)
     )
 
 
+def _is_instant(kind: pa.DataType) -> bool:
+    """Whether ``kind`` is Spark's ``timestamp`` (an instant, not ``timestamp_ntz``)."""
+    return bool(pa.types.is_timestamp(kind) and kind.tz is not None)
+
+
 def _from_text(column: pa.ChunkedArray, field: pa.Field, options: FormatOptions) -> pa.Array:
     if pa.types.is_binary(field.type):
         return _from_base64(column, field)
+    if _is_instant(field.type) and options.timestamp_format is None:
+        return _instants_from_text(column, field, options)
     if not pa.types.is_map(field.type):
         return converted(column, field, options)
     try:
@@ -238,10 +245,27 @@ def _from_text(column: pa.ChunkedArray, field: pa.Field, options: FormatOptions)
     )
 
 
+def _instants_from_text(
+    column: pa.ChunkedArray, field: pa.Field, options: FormatOptions
+) -> pa.Array:
+    """Timestamp text, and whole numbers as seconds since the epoch, as Spark reads JSON into
+    a ``timestamp`` (a number into ``timestamp_ntz`` is a value of the wrong type)."""
+    whole = pc.match_substring_regex(column, _WHOLE_NUMBER)
+    if not pc.any(whole).as_py():
+        return converted(column, field, options)
+    no_text = pa.scalar(None, column.type)
+    try:
+        micros = pc.multiply_checked(pc.cast(pc.if_else(whole, column, no_text), pa.int64()), 10**6)
+    except pa.ArrowInvalid as error:
+        raise Malformed(f"column '{field.name}' holds seconds out of range: {error}") from None
+    seconds = pc.cast(micros, pa.timestamp("us", field.type.tz)).cast(field.type)
+    return pc.coalesce(seconds, converted(pc.if_else(whole, no_text, column), field, options))
+
+
 def _values_from_text(kind: pa.DataType) -> bool:
     """Whether a map's values of type ``kind`` are converted from their JSON text, as
     columns of that type are: Python's JSON values do not convert to it."""
-    return (
+    return bool(
         pa.types.is_timestamp(kind)
         or pa.types.is_date(kind)
         or pa.types.is_binary(kind)
