@@ -212,9 +212,12 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
 
         ``Trigger.AvailableNow`` fixes the input of its run when it starts, from the
         splits being read, those ``next_splits`` hands out and these; unbounded ones
-        among them are read up to ``latest_positions`` then. A hybrid source returns the
-        splits of its later sources, whose start waits for the earlier ones to end,
-        with the ids they will be handed out with. The default returns none.
+        among them are read up to ``latest_positions`` then, or, where ``latest_positions``
+        leaves one of these out (its end is known only once it is handed out), up to where
+        it stands then. A hybrid source returns the splits of its later sources, whose
+        start waits for the earlier ones to end, with the ids they will be handed out
+        with; a change stream its log, which must reach past the snapshot read first. The
+        default returns none.
 
         Examples
         --------
@@ -229,7 +232,8 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
 
         Called on the driver when a micro-batch is planned, only with splits
         whose ``end_position()`` is ``None``; may ask the outside system (Kafka:
-        the partitions' latest offsets). Bounded splits are read to their end.
+        the partitions' latest offsets). Bounded splits are read to their end. Answer
+        every split handed out; one of :meth:`splits_available_later` may be left out.
 
         Raises
         ------

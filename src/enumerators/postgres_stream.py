@@ -274,7 +274,18 @@ class PostgresStreamEnumerator(
                 self._check_slot(session)
             end = readable_end(session)
         self._server_position = end
-        return {split.split_id: end for split in splits}
+        # The log before it starts: where it ends is known once the chunks are read.
+        waiting = not self._state.log_started
+        return {s.split_id: end for s in splits if not (waiting and isinstance(s, LogSplit))}
+
+    def splits_available_later(self) -> Sequence[PostgresStreamSplit]:
+        """The log while the snapshot's chunks are read: a ``Trigger.AvailableNow`` run
+        reads it up to where it stands once they are (:meth:`latest_positions` leaves it
+        out until then), so that the run's rows give the table at one point."""
+        state, settings = self._state, self._settings
+        if state.start_lsn is None or state.log_started or state.startup_mode == SNAPSHOT:
+            return ()
+        return (LogSplit(settings.slot, settings.publication, state.start_lsn),)
 
     def _check_slot(self, session: Any) -> None:
         """Fail with a :class:`DataLossError` if the slot is gone or the server invalidated

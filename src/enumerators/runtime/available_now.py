@@ -5,12 +5,15 @@ the target is fixed: the splits known then (being read, pending, or available
 only later, as a hybrid source's later sources) and, for
 unbounded ones, how far they could be read then. The run reads no other split
 and no split beyond its target position, so it ends.
+
+A split available only later whose position ``latest_positions`` leaves out (its end
+is not known before it is handed out: a change log that must take over where a
+snapshot read later ends) is read up to where it stands when first planned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from enumerators.base import PeriodicSplitEnumerator, SplitEnumerator
@@ -19,12 +22,12 @@ from sources.split import SourceSplit
 __all__ = ["AvailableNowTarget"]
 
 
-@dataclass(frozen=True)
 class AvailableNowTarget:
     """The splits an AvailableNow run reads, and the position it reads unbounded ones to."""
 
-    split_ids: frozenset[str]
-    positions: Mapping[str, int]
+    def __init__(self, split_ids: frozenset[str], positions: Mapping[str, int]) -> None:
+        self.split_ids = split_ids
+        self._positions = dict(positions)
 
     @classmethod
     def fix(
@@ -45,5 +48,8 @@ class AvailableNowTarget:
         return split.split_id in self.split_ids
 
     def cap(self, split_id: str, readable: int) -> int:
-        """How far the run reads a split that could be read up to ``readable`` now."""
-        return min(readable, self.positions.get(split_id, readable))
+        """How far the run reads a split that could be read up to ``readable`` now; a split
+        of the run without a position yet is read up to ``readable``, from now on."""
+        if split_id in self.split_ids:
+            return min(readable, self._positions.setdefault(split_id, readable))
+        return readable
