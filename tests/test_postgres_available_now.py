@@ -12,7 +12,7 @@ import pytest
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
-from helpers.postgres_writer import rebuild_items
+from helpers.postgres_writer import make_items, rebuild_items
 from sources.postgres_changes import PostgresChangesSource
 from test_postgres_changes import options, read_batch, spark_json
 
@@ -24,9 +24,7 @@ ROWS = 900
 def test_an_available_now_run_reads_the_log_up_to_the_end_of_its_snapshot(
     postgres: PostgresServer, postgres_database: str, tmp_path: Path
 ) -> None:
-    with postgres.connect(postgres_database) as db:
-        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, v bigint NOT NULL)")
-        db.execute(f"INSERT INTO items SELECT i, 0 FROM generate_series(0, {ROWS - 1}) i")
+    make_items(postgres, postgres_database, ROWS)
     source, _ = PostgresChangesSource.from_spark_options(
         options(postgres, postgres_database, tmp_path)
     )

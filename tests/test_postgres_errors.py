@@ -145,31 +145,12 @@ def test_a_slot_the_server_invalidated_fails_the_stream_saying_what_is_lost(
 ) -> None:
     running = load(settings).create_enumerator(EnumeratorContext(ReadMode.STREAM))
     running.start()  # the slot is made; nothing confirms it from here on
-    with postgres.admin() as admin:
-        admin.execute("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'")
-        admin.execute("SELECT pg_reload_conf()")
     try:
-        for batch in range(5):  # more WAL than the slot may hold, then recycled
-            with postgres.connect(postgres_database) as db:
-                db.execute(
-                    "INSERT INTO items SELECT g, 0 FROM generate_series(%s::bigint, %s::bigint) g",
-                    (batch * 100_000, batch * 100_000 + 99_999),
-                )
-                (status,) = db.execute(
-                    "SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'errors'"
-                ).fetchone()
-            if status == "lost":
-                break
-            with postgres.admin() as admin:
-                admin.execute("SELECT pg_switch_wal()")
-                admin.execute("CHECKPOINT")
+        postgres.invalidate_slot(postgres_database, "errors")
         with pytest.raises(DataLossError) as lost:
             running.latest_positions([])  # the next micro-batch's planning
     finally:
         running.close()
-        with postgres.admin() as admin:
-            admin.execute("ALTER SYSTEM RESET max_slot_wal_keep_size")
-            admin.execute("SELECT pg_reload_conf()")
     assert str(lost.value).startswith(
         "the server invalidated the replication slot errors, which held more WAL than "
         "max_slot_wal_keep_size allows: the changes of public.items since "

@@ -17,6 +17,7 @@ from enumerators.postgres_log_cap import whole_transactions
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
+from helpers.postgres_writer import make_items
 from sources.postgres_changes import PostgresChangesSource
 from sources.postgres_slot import CommittedTransaction
 from sources.spark import source_metrics
@@ -43,9 +44,7 @@ def write_transactions(postgres: PostgresServer, database: str) -> None:
 def test_log_batches_hold_whole_transactions_up_to_the_cap_and_replay_the_same(
     postgres: PostgresServer, postgres_database: str, tmp_path: Path
 ) -> None:
-    with postgres.connect(postgres_database) as db:
-        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, v bigint NOT NULL)")
-        db.execute("INSERT INTO items SELECT i, 0 FROM generate_series(0, 9) i")
+    make_items(postgres, postgres_database, 10)
     source, _ = PostgresChangesSource.from_spark_options(
         options(postgres, postgres_database, tmp_path)
     )
@@ -86,8 +85,7 @@ def test_log_batches_hold_whole_transactions_up_to_the_cap_and_replay_the_same(
 def test_available_now_reads_the_log_in_capped_batches(
     postgres: PostgresServer, postgres_database: str, tmp_path: Path, spark: Any
 ) -> None:
-    with postgres.connect(postgres_database) as db:
-        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, v bigint NOT NULL)")
+    make_items(postgres, postgres_database, 0)
     stream_options = {
         **options(postgres, postgres_database, tmp_path, maxRecordsPerTrigger=str(CAP)),
         "stateLocation": str(tmp_path / "state"),

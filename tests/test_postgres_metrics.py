@@ -13,11 +13,12 @@ import pytest
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
+from helpers.postgres_writer import make_items
 from sources.errors import DataLossError
 from sources.postgres_changes import PostgresChangesSource
 from sources.spark import source_metrics
 from test_postgres_changes import options, read_batch, spark_json
-from test_postgres_startup import make_items, stream_options
+from test_postgres_startup import stream_options
 
 
 @pytest.mark.postgres
@@ -111,26 +112,6 @@ def test_a_lost_slot_is_made_again_when_fail_on_data_loss_is_false_and_the_gap_i
     assert f"({metrics['walBytesSkipped']} bytes of WAL) are skipped" in warning
 
 
-def invalidate_slot(postgres: PostgresServer, database: str, slot: str) -> None:
-    """Write and recycle more WAL than ``max_slot_wal_keep_size`` (set to 1MB here) lets
-    ``slot`` hold, until the server invalidates it."""
-    for batch in range(5):
-        with postgres.connect(database) as db:
-            db.execute(
-                "INSERT INTO items SELECT g, 0 FROM generate_series(%s::bigint, %s::bigint) g",
-                (10**6 + batch * 100_000, 10**6 + batch * 100_000 + 99_999),
-            )
-            (status,) = db.execute(
-                "SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-            ).fetchone()
-        if status == "lost":
-            return
-        with postgres.admin() as admin:
-            admin.execute("SELECT pg_switch_wal()")
-            admin.execute("CHECKPOINT")
-    raise AssertionError(f"the server kept the slot {slot} (status {status})")
-
-
 def test_an_invalidated_slot_is_replaced_when_fail_on_data_loss_is_false(
     postgres: PostgresServer, postgres_database: str, tmp_path: Path
 ) -> None:
@@ -150,12 +131,9 @@ def test_an_invalidated_slot_is_replaced_when_fail_on_data_loss_is_false(
         driver.commit(end)
         return end
 
-    with postgres.admin() as admin:
-        admin.execute("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'")
-        admin.execute("SELECT pg_reload_conf()")
     try:
         at = batch(spark_json(driver.initial_offset()))
-        invalidate_slot(postgres, postgres_database, "to_the_lake")
+        postgres.invalidate_slot(postgres_database, "to_the_lake")
         at = batch(at)  # the slot is made again here
         with postgres.connect(postgres_database) as db:
             db.execute("UPDATE items SET v = 1 WHERE id = 1")
@@ -163,9 +141,6 @@ def test_an_invalidated_slot_is_replaced_when_fail_on_data_loss_is_false(
         metrics = driver.report()["metrics"]  # type: ignore[index]
     finally:
         driver.close()
-        with postgres.admin() as admin:
-            admin.execute("ALTER SYSTEM RESET max_slot_wal_keep_size")
-            admin.execute("SELECT pg_reload_conf()")
     assert [(r["op"], r["after"]["id"]) for r in rows] == [("u", 1)]
     assert metrics["slotsReplaced"] == 1 and metrics["walBytesSkipped"] > 1 << 20
 

@@ -21,6 +21,7 @@ from enumerators.postgres_stream import (
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
+from helpers.postgres_writer import make_items
 from sources.errors import InvalidOptionError
 from sources.postgres_changes import PostgresChangesSource
 from sources.serialization import frame, unframe
@@ -43,12 +44,6 @@ def stream_options(postgres: PostgresServer, database: str, tmp_path: Path, mode
     if mode == "snapshot":
         del found["slotName"]
     return found
-
-
-def make_items(postgres: PostgresServer, database: str, rows: int) -> None:
-    with postgres.connect(database) as db:
-        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, v bigint NOT NULL)")
-        db.execute(f"INSERT INTO items SELECT i, 0 FROM generate_series(1, {rows}) i")
 
 
 def test_latest_offset_reads_the_changes_after_the_start_and_no_snapshot(

@@ -203,6 +203,33 @@ class PostgresServer(Service):
             )
         return name
 
+    def invalidate_slot(self, database: str, slot: str) -> None:
+        """Make the server invalidate ``slot`` of ``database`` as it does a slot that holds
+        more WAL than ``max_slot_wal_keep_size`` (set to 1MB meanwhile): write WAL into a
+        table of its own and recycle it, until the slot's ``wal_status`` is ``lost``."""
+        with self.admin() as admin:
+            admin.execute("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'")
+            admin.execute("SELECT pg_reload_conf()")
+        try:
+            with self.connect(database) as db:
+                db.execute("CREATE TABLE IF NOT EXISTS wal_filler (n bigint)")
+                for _ in range(5):
+                    db.execute("INSERT INTO wal_filler SELECT generate_series(1, 100000)")
+                    (status,) = db.execute(
+                        "SELECT wal_status FROM pg_replication_slots WHERE slot_name = %s",
+                        (slot,),
+                    ).fetchone()
+                    if status == "lost":
+                        return
+                    with self.admin() as admin:
+                        admin.execute("SELECT pg_switch_wal()")
+                        admin.execute("CHECKPOINT")
+            raise PostgresServerError(f"the server kept the slot {slot} (status {status})")
+        finally:
+            with self.admin() as admin:
+                admin.execute("ALTER SYSTEM RESET max_slot_wal_keep_size")
+                admin.execute("SELECT pg_reload_conf()")
+
     # Process -------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from helpers.postgres import PostgresServer
 
-__all__ = ["ROWS", "Writer", "rebuild_items"]
+__all__ = ["ROWS", "Writer", "make_items", "rebuild_items"]
 
 ROWS = 3_000
 """The keys ``0 .. ROWS - 1`` the table starts with; the writer picks keys from -50 to
@@ -51,6 +51,14 @@ class Writer(threading.Thread):
                     self.stopped.wait(self.pause)
         except BaseException as error:
             self.failure = error
+
+
+def make_items(postgres: PostgresServer, database: str, rows: int) -> None:
+    """The table ``items (id bigint PRIMARY KEY, v bigint NOT NULL)`` of ``database``, with
+    the keys ``1 .. rows``, each ``v = 0``."""
+    with postgres.connect(database) as db:
+        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, v bigint NOT NULL)")
+        db.execute(f"INSERT INTO items SELECT i, 0 FROM generate_series(1, {rows}) i")
 
 
 def rebuild_items(rows: Iterable[Mapping[str, Any]]) -> dict[int, int]:
