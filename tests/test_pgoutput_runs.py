@@ -7,9 +7,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-import numpy as np
 import pytest
 
+from readers import postgres_log
 from readers.base import SplitsAddition
 from readers.pgoutput import UNCHANGED, PgoutputDecoder
 from readers.postgres_envelope import envelope_ddl
@@ -161,22 +161,36 @@ def test_the_chunk_filter_keeps_what_each_key_s_chunk_did_not_see() -> None:
     assert keep.keeps(run).tolist() == [False, True, False, False, True, True]
 
 
+class Peek:
+    """A connection whose peek gives :data:`MESSAGES`."""
+
+    def execute(self, *_: Any, **__: Any) -> Any:
+        return self
+
+    def fetchall(self) -> list[tuple[int, int, bytes]]:
+        return [(0, 0, message) for message in MESSAGES]
+
+    def close(self) -> None:
+        pass
+
+
+SCHEMA = arrow_schema(parse_ddl(envelope_ddl("`id` bigint, `note` string, `added` string")))
+
+
+def read(end: int) -> list[list[dict[str, Any]]]:
+    """The rows of each fetch of a log split ``[0, end)`` over :data:`MESSAGES`."""
+    reader = LogReader(Peek, SCHEMA)
+    reader.handle_splits_changes(SplitsAddition([LogSplit("s", "p", 0, end)]))
+    fetched = []
+    while True:
+        records = reader.fetch(1.0)
+        fetched.append([row for batch in records.batches["log:s"] for row in batch.to_pylist()])
+        if records.finished:
+            return fetched
+
+
 def test_the_reader_gives_the_changes_of_several_tables_in_their_order() -> None:
-    class Peek:
-        def execute(self, *_: Any, **__: Any) -> Any:
-            return self
-
-        def fetchall(self) -> list[tuple[int, int, bytes]]:
-            return [(0, 0, message) for message in MESSAGES]
-
-        def close(self) -> None:
-            pass
-
-    schema = arrow_schema(parse_ddl(envelope_ddl("`id` bigint, `note` string, `added` string")))
-    reader = LogReader(Peek, schema)
-    reader.handle_splits_changes(SplitsAddition([LogSplit("s", "p", 0, 150)]))
-    (batch,) = reader.fetch(1.0).batches["log:s"]
-    rows = batch.to_pylist()
+    (rows,) = read(150)
     assert [(r["op"], r["table"], r["seq"]) for r in rows] == [
         ("c", "public.a", 1),
         ("c", "public.b", 2),
@@ -184,4 +198,13 @@ def test_the_reader_gives_the_changes_of_several_tables_in_their_order() -> None
     ]
     assert rows[1]["after"] == {"id": 10, "note": None, "added": None}
     assert rows[2]["after"] == {"id": 1, "note": "x", "added": None}  # from the old row
-    assert rows[2]["unchanged"] == [] and np.all(batch.column("lsn").to_numpy() == 100)
+    assert rows[2]["unchanged"] == [] and {r["lsn"] for r in rows} == {100}
+
+
+def test_a_peek_decoded_over_several_fetches_gives_the_same_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (whole,) = read(250)
+    monkeypatch.setattr(postgres_log, "MESSAGES_PER_FETCH", 4)
+    pieces = read(250)
+    assert len(pieces) == 4 and [row for rows in pieces for row in rows] == whole

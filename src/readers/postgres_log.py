@@ -1,8 +1,10 @@
 """The reader of a Postgres stream's log split, on executors (design decisions 60 and 61).
 
-One fetch reads a micro-batch's range of the log, ``[start, end)`` in commit
+A log split is a micro-batch's range of the log, ``[start, end)`` in commit
 LSNs: a peek of the slot up to ``end`` (the slot does not move; the enumerator
-confirms it once Spark has committed the batch), decoded, the transactions that
+confirms it once Spark has committed the batch), decoded column-wise
+(:mod:`readers.pgoutput`) :data:`MESSAGES_PER_FETCH` messages a fetch, so that
+Spark takes a fetch's rows while the next one decodes; the transactions that
 commit in the range kept, and, below the split's ``filter_until``, each change
 kept only where the snapshot its key's chunk was read at does not see its
 transaction (:class:`ChunkFilter`). The rows are Debezium's envelope.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,7 +36,7 @@ from sources.postgres_catalog import describe_type
 from sources.postgres_slot import lsn_text, peek_changes
 from sources.splits.postgres import LogSplit, TableChunkSplit, TransactionSnapshot, widen_xid
 
-__all__ = ["ChunkFilter", "LogReader", "TableChunks"]
+__all__ = ["MESSAGES_PER_FETCH", "ChunkFilter", "LogReader", "TableChunks"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ class TableChunks:
 
     def chunks_of(self, keys: pa.Array) -> np.ndarray:
         """The index of the chunk that holds each of ``keys`` (a NULL key: the first)."""
-        chunks = np.searchsorted(
+        chunks: np.ndarray = np.searchsorted(
             np.asarray(self.boundaries, np.int64),
             keys.fill_null(0).to_numpy(zero_copy_only=False),
             side="right",
@@ -155,8 +157,34 @@ class ChunkFilter:
             )
 
 
+@dataclass
+class _Reading:
+    """A log split being read: the messages its peek gave, and how far they are decoded."""
+
+    split: LogSplit
+    messages: list[bytes]
+    decoder: PgoutputDecoder = field(default_factory=PgoutputDecoder)
+    chunk_filter: ChunkFilter | None = None
+    decoded: int = 0
+
+    def next_messages(self) -> list[bytes]:
+        """The next messages to decode, :data:`MESSAGES_PER_FETCH` at most."""
+        at, self.decoded = self.decoded, self.decoded + MESSAGES_PER_FETCH
+        return self.messages[at : self.decoded]
+
+    @property
+    def done(self) -> bool:
+        """Whether every message is decoded."""
+        return self.decoded >= len(self.messages)
+
+
+MESSAGES_PER_FETCH = 65_536
+"""How many of a peek's messages one fetch decodes: Spark takes a fetch's rows while the
+next one decodes."""
+
+
 class LogReader(SplitReader[LogSplit]):
-    """Reads the range of its log split in one fetch."""
+    """Reads the range of its log split with one peek, decoded over several fetches."""
 
     def __init__(
         self,
@@ -170,6 +198,7 @@ class LogReader(SplitReader[LogSplit]):
         self._chunk_filter = chunk_filter
         self._known = {table.table: table for table in known}
         self._splits: list[LogSplit] = []
+        self._reading: _Reading | None = None
         self._connection: Any = None
         self._types: dict[tuple[int, int], tuple[str, str]] = {}
 
@@ -177,28 +206,42 @@ class LogReader(SplitReader[LogSplit]):
         self._splits.extend(change.splits)
 
     def fetch(self, timeout: float) -> RecordsBySplit:
-        if not self._splits:
-            return RecordsBySplit()
-        split = self._splits.pop(0)
+        if self._reading is None:
+            if not self._splits:
+                return RecordsBySplit()
+            self._reading = self._peek(self._splits.pop(0))
+        reading = self._reading
+        split = reading.split
         assert split.end is not None, "a log split is read in bounded ranges"
-        if self._connection is None:
-            self._connection = self._connect()
-            for name, value in SESSION_SETTINGS.items():
-                self._connection.execute(f"SET {name} = '{value}'")
-        messages = peek_changes(self._connection, split.slot, split.publication, split.end)
-        runs = PgoutputDecoder().decode_runs([message for _, _, message in messages])
+        runs = reading.decoder.decode_runs(reading.next_messages())
         runs = [_kept(run, (run.lsns >= split.start) & (run.lsns < split.end)) for run in runs]
         for run in runs:
             known = self._known.get(run.relation.qualified)
             if known is not None:
                 known.check(run, self._type_of)
+        if reading.chunk_filter is not None:
+            kept = reading.chunk_filter
+            runs = [_kept(run, (run.lsns >= split.filter_until) | kept.keeps(run)) for run in runs]
+        batches = _in_order([run for run in runs if len(run)], self._schema)
+        if not reading.done:
+            return RecordsBySplit({split.split_id: batches})
+        self._reading = None
+        return RecordsBySplit({split.split_id: batches}, frozenset({split.split_id}))
+
+    def _peek(self, split: LogSplit) -> _Reading:
+        """Start reading ``split``: its messages, and the chunks' filter if it needs it."""
+        assert split.end is not None, "a log split is read in bounded ranges"
+        chunk_filter = None
         if split.start < split.filter_until:
             if self._chunk_filter is None:
                 raise ValueError(f"log split {split.split_id} needs the chunks' filter")
-            kept = self._chunk_filter()
-            runs = [_kept(run, (run.lsns >= split.filter_until) | kept.keeps(run)) for run in runs]
-        batches = _in_order([run for run in runs if len(run)], self._schema)
-        return RecordsBySplit({split.split_id: batches}, frozenset({split.split_id}))
+            chunk_filter = self._chunk_filter()
+        if self._connection is None:
+            self._connection = self._connect()
+            for name, value in SESSION_SETTINGS.items():
+                self._connection.execute(f"SET {name} = '{value}'")
+        messages = peek_changes(self._connection, split.slot, split.publication, split.end)
+        return _Reading(split, [message for _, _, message in messages], chunk_filter=chunk_filter)
 
     def _type_of(self, type_oid: int, modifier: int) -> tuple[str, str]:
         """A column type the stream did not start with: its name and its Spark type."""
@@ -207,7 +250,7 @@ class LogReader(SplitReader[LogSplit]):
         return self._types[type_oid, modifier]
 
     def wakeup(self) -> None:
-        """Nothing to wake: a fetch is one bounded query."""
+        """Nothing to wake: a fetch is one bounded query, or the decoding of messages."""
 
     def close(self) -> None:
         if self._connection is not None:
