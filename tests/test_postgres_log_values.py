@@ -93,3 +93,11 @@ def test_array_literals_split_into_their_elements(literal: str, elements: list[s
 def _comparable(column: pa.ChunkedArray) -> list[Any]:
     """The column's values, NaN as a string: NaN equals nothing, itself included."""
     return ["NaN" if value != value else value for value in column.to_pylist()]
+
+
+def test_bytea_hex_decodes_whole_columns_and_refuses_what_is_not_hex() -> None:
+    texts = pa.array(["\\x00ff", None, "\\x", "\\xDEADbeef"])
+    assert array_from_text(texts[1:], pa.binary()).to_pylist() == [None, b"", b"\xde\xad\xbe\xef"]
+    for odd in ("\\x0", "\\xzz"):
+        with pytest.raises(ValueError, match="bytea"):
+            array_from_text([odd], pa.binary())
