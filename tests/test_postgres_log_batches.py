@@ -79,3 +79,26 @@ def test_a_slot_advanced_into_a_commit_record_skips_its_transaction(
         )
         advance_slot(db, "cut", change.lsn + 1)  # inside the commit record
         assert peek_changes(db, "cut", "capture", end) == []
+
+
+def test_a_transaction_left_open_does_not_hold_a_batch_end_back(
+    postgres: PostgresServer, postgres_database: str
+) -> None:
+    """The server does not flush the WAL of a transaction still open while nothing commits;
+    the end is found at once all the same, and the open transaction's rows, committed
+    later, come in the batch after."""
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE TABLE events (id bigint PRIMARY KEY)")
+        db.execute("CREATE PUBLICATION capture FOR TABLE events")
+        point = create_slot(db, "open")
+        db.execute("INSERT INTO events VALUES (1)")
+        with postgres.connect(postgres_database, autocommit=False) as open_transaction:
+            open_transaction.execute("INSERT INTO events SELECT generate_series(2, 50)")
+            asked = time.monotonic()
+            end = readable_end(db, timeout=5)
+            assert time.monotonic() - asked < 2
+            first = _inserts_committed_in(peek_changes(db, "open", "capture", end), point.lsn, end)
+            open_transaction.commit()
+        later = readable_end(db)
+        second = _inserts_committed_in(peek_changes(db, "open", "capture", later), end, later)
+    assert (first, second) == ([1], list(range(2, 51)))

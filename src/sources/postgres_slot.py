@@ -41,6 +41,9 @@ _TRANSACTIONS = (
     "FROM pg_logical_slot_peek_binary_changes(%s, %s::pg_lsn, %s, "
     "'proto_version', '1', 'publication_names', %s) GROUP BY xid"
 )
+_FLUSH_WAIT = 0.2
+"""Seconds :func:`readable_end` waits for the server to flush its WAL before it commits a
+transaction of its own to make it flush (``wal_writer_delay`` is 200 ms by default)."""
 _MESSAGES_PER_TRANSACTION = 64
 """Messages asked for beyond the changes wanted, for Begin, Commit and Relation messages."""
 
@@ -158,7 +161,10 @@ def readable_end(connection: Any, timeout: float = 10.0) -> int:
     transaction's commit record skips that whole transaction (checked on PostgreSQL 15),
     and the flush position can lie inside a record; the insert position cannot. Waiting
     until it is flushed makes every transaction that commits before it decodable, now
-    and on every replay. Driver only.
+    and on every replay. The server may leave the last WAL of a transaction still open
+    unflushed for as long as nothing commits; past :data:`_FLUSH_WAIT` a transaction of
+    ``connection`` (autocommit) takes an id and commits, which flushes the WAL to its
+    commit record. Driver only.
 
     Raises
     ------
@@ -167,14 +173,19 @@ def readable_end(connection: Any, timeout: float = 10.0) -> int:
     """
     (insert,) = connection.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
     end = lsn_number(insert)
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    committed = False
     while True:
         (flushed,) = connection.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()
         if lsn_number(flushed) >= end:
             return end
-        if time.monotonic() > deadline:
+        waited = time.monotonic() - started
+        if waited > timeout:
             raise TimeoutError(
                 f"the server flushed its WAL up to {flushed}, not up to {insert}, within "
                 f"{timeout:.0f} s; check the server's disk and wal_writer_delay"
             )
+        if waited > _FLUSH_WAIT and not committed and connection.autocommit:
+            connection.execute("SELECT txid_current()")
+            committed = True
         time.sleep(0.01)
