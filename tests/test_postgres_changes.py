@@ -19,7 +19,7 @@ from enumerators.postgres_stream import PostgresStreamState, PostgresStreamState
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
-from helpers.postgres_writer import ROWS, Writer
+from helpers.postgres_writer import ROWS, Writer, make_items
 from readers.base import SplitsAddition
 from sources.errors import InvalidOptionError
 from sources.postgres_changes import PostgresChangesSource
@@ -183,3 +183,32 @@ def test_the_version_1_golden_state_reads() -> None:
     data = (Path(__file__).parent / "golden" / "postgres_changes_state_v1.bin").read_bytes()
     assert unframe(PostgresStreamStateSerializer(), data, "golden state") == GOLDEN_STATE
     # version 2 (tests/test_postgres_startup.py) is written today
+
+
+def test_a_publication_of_the_users_with_other_tables_gives_only_the_streams_table(
+    postgres: PostgresServer, postgres_database: str, tmp_path: Path
+) -> None:
+    make_items(postgres, postgres_database, 3)
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE TABLE other (id bigint PRIMARY KEY, v bigint NOT NULL)")
+        db.execute("CREATE PUBLICATION everything FOR TABLE items, other")
+    source, _ = PostgresChangesSource.from_spark_options(
+        options(postgres, postgres_database, tmp_path, publicationName="everything")
+    )
+    driver = StreamCoordinator(source, AdmissionLimits())
+    start = spark_json(driver.initial_offset())
+    rows: list[dict[str, Any]] = []
+    try:
+        for batch in range(3):
+            if batch == 2:  # the snapshot is read, the log started
+                with postgres.connect(postgres_database) as db:
+                    db.execute("INSERT INTO other VALUES (7, 7)")
+                    db.execute("INSERT INTO items VALUES (8, 8)")
+            end = spark_json(driver.latest_offset(start, limited=True))
+            rows += read_batch(source, driver.plan(start, end))
+            driver.commit(end)
+            start = end
+    finally:
+        driver.close()
+    assert {row["table"] for row in rows} == {"public.items"}
+    assert [row["after"]["id"] for row in rows if row["op"] == "c"] == [8]

@@ -197,6 +197,7 @@ class LogReader(SplitReader[LogSplit]):
         self._schema = schema
         self._chunk_filter = chunk_filter
         self._known = {table.table: table for table in known}
+        """The stream's tables: a publication of the user's may hold others, left out."""
         self._splits: list[LogSplit] = []
         self._reading: _Reading | None = None
         self._connection: Any = None
@@ -214,7 +215,11 @@ class LogReader(SplitReader[LogSplit]):
         split = reading.split
         assert split.end is not None, "a log split is read in bounded ranges"
         runs = reading.decoder.decode_runs(reading.next_messages())
-        runs = [_kept(run, (run.lsns >= split.start) & (run.lsns < split.end)) for run in runs]
+        runs = [
+            _kept(run, (run.lsns >= split.start) & (run.lsns < split.end))
+            for run in runs
+            if not self._known or run.relation.qualified in self._known  # a table of the stream
+        ]
         for run in runs:
             known = self._known.get(run.relation.qualified)
             if known is not None:
