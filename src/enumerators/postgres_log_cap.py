@@ -38,21 +38,21 @@ def whole_transactions(
     transactions: Sequence[CommittedTransaction], start: int, end: int, records: int | None
 ) -> RecordsFound:
     """The transactions from ``start`` that a budget of ``records`` changes takes whole
-        (``None``: all of them, up to ``end``).
+    (``None``: all of them, up to ``end``).
 
-        When the next transaction does not fit, the answer is the budget itself, reached at
-        the end of the last one that fits: the split has at least that many changes ahead,
-        and its batch ends between transactions. The first transaction is taken whatever
-        its size (with the empty ones before it), so that a batch with a budget always reads
+    When the next transaction does not fit, the answer is the budget itself, reached at
+    the end of the last one that fits: the split has at least that many changes ahead,
+    and its batch ends between transactions. The first transaction is taken whatever its
+    size (with the empty ones before it), so that a batch with a budget always reads
     changes.
 
-        Examples
-        --------
-        >>> log = [CommittedTransaction(100, 110, 3), CommittedTransaction(120, 130, 5)]
-        >>> whole_transactions(log, 100, 200, 4), whole_transactions(log, 100, 200, None)
-        (RecordsFound(records=4, position=110), RecordsFound(records=8, position=200))
-        >>> whole_transactions(log, 100, 200, 2)  # the first is read whole
-        RecordsFound(records=2, position=110)
+    Examples
+    --------
+    >>> log = [CommittedTransaction(100, 110, 3), CommittedTransaction(120, 130, 5)]
+    >>> whole_transactions(log, 100, 200, 4), whole_transactions(log, 100, 200, None)
+    (RecordsFound(records=4, position=110), RecordsFound(records=8, position=200))
+    >>> whole_transactions(log, 100, 200, 2)  # the first is read whole
+    RecordsFound(records=2, position=110)
     """
     if records == 0:
         return RecordsFound(0, start)
