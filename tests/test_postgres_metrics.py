@@ -5,6 +5,7 @@ does with a lost slot: a new one, the skipped range in a WARNING and in the metr
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,18 +67,14 @@ def test_the_progress_shows_the_chunks_then_the_log_and_its_lag(
     assert all(f["walBytesSkipped"] == 0 and f["slotsReplaced"] == 0 for f, _ in log)
 
 
-def test_a_lost_slot_is_made_again_when_fail_on_data_loss_is_false_and_the_gap_is_counted(
-    postgres: PostgresServer,
-    postgres_database: str,
-    tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    make_items(postgres, postgres_database, 10)
+def lenient_stream(
+    postgres: PostgresServer, database: str, tmp_path: Path
+) -> tuple[StreamCoordinator, list[dict[str, Any]], Callable[[Any], Any]]:
+    """A ``latest-offset`` stream of ``items`` with ``failOnDataLoss`` false: its driver,
+    the rows its batches read, and a function that plans, reads and commits the batch
+    from an offset, giving its end."""
     source, _ = PostgresChangesSource.from_spark_options(
-        {
-            **stream_options(postgres, postgres_database, tmp_path, "latest-offset"),
-            "failOnDataLoss": "false",
-        }
+        {**stream_options(postgres, database, tmp_path, "latest-offset"), "failOnDataLoss": "false"}
     )
     driver = StreamCoordinator(source, AdmissionLimits())
     rows: list[dict[str, Any]] = []
@@ -87,6 +84,18 @@ def test_a_lost_slot_is_made_again_when_fail_on_data_loss_is_false_and_the_gap_i
         rows.extend(read_batch(source, driver.plan(start, end)))
         driver.commit(end)
         return end
+
+    return driver, rows, batch
+
+
+def test_a_lost_slot_is_made_again_when_fail_on_data_loss_is_false_and_the_gap_is_counted(
+    postgres: PostgresServer,
+    postgres_database: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    make_items(postgres, postgres_database, 10)
+    driver, rows, batch = lenient_stream(postgres, postgres_database, tmp_path)
 
     try:
         at = batch(spark_json(driver.initial_offset()))
@@ -118,20 +127,7 @@ def test_an_invalidated_slot_is_replaced_when_fail_on_data_loss_is_false(
     postgres: PostgresServer, postgres_database: str, tmp_path: Path
 ) -> None:
     make_items(postgres, postgres_database, 10)
-    source, _ = PostgresChangesSource.from_spark_options(
-        {
-            **stream_options(postgres, postgres_database, tmp_path, "latest-offset"),
-            "failOnDataLoss": "false",
-        }
-    )
-    driver = StreamCoordinator(source, AdmissionLimits())
-    rows: list[dict[str, Any]] = []
-
-    def batch(start: Any) -> Any:
-        end = spark_json(driver.latest_offset(start, limited=True))
-        rows.extend(read_batch(source, driver.plan(start, end)))
-        driver.commit(end)
-        return end
+    driver, rows, batch = lenient_stream(postgres, postgres_database, tmp_path)
 
     try:
         at = batch(spark_json(driver.initial_offset()))
