@@ -154,8 +154,12 @@ class PostgresChangesContext(PostgresContext):
         )
 
     def golden_state(self, version: int) -> PostgresStreamState:
-        assert version in (1, 2)
-        return changes_test.GOLDEN_STATE if version == 1 else startup_test.GOLDEN_STATE_V2
+        golden = {
+            1: changes_test.GOLDEN_STATE,
+            2: startup_test.GOLDEN_STATE_V2,
+            3: startup_test.GOLDEN_STATE_V3,
+        }
+        return golden[version]
 
 
 class TestPostgresChanges(TestPostgres):

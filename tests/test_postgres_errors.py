@@ -153,7 +153,7 @@ def test_a_slot_the_server_invalidated_fails_the_stream_saying_what_is_lost(
         running.close()
     assert str(lost.value).startswith(
         "the server invalidated the replication slot errors, which held more WAL than "
-        "max_slot_wal_keep_size allows: the changes of public.items since "
+        "max_slot_wal_keep_size allows: the changes of table public.items since "
     )
     assert "start the stream again from a new checkpoint" in str(lost.value)
 

@@ -117,7 +117,7 @@ def test_a_lost_slot_is_made_again_when_fail_on_data_loss_is_false_and_the_gap_i
     assert metrics["slotsReplaced"] == 1 and metrics["walBytesSkipped"] > 0
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warning.startswith(
-        "failOnDataLoss is false: the replication slot to_the_lake of public.items was lost; "
+        "failOnDataLoss is false: the replication slot to_the_lake of table public.items was lost; "
         "it is made again, and the changes committed from "
     )
     assert f"({metrics['walBytesSkipped']} bytes of WAL) are skipped" in warning
@@ -157,7 +157,10 @@ def test_a_dropped_slot_fails_the_stream_by_default(
         driver.commit(end)
         with postgres.connect(postgres_database) as db:
             db.execute("SELECT pg_drop_replication_slot('to_the_lake')")
-        with pytest.raises(DataLossError, match="the replication slot to_the_lake of public"):
+        with pytest.raises(
+            DataLossError,
+            match=r"the replication slot to_the_lake of the stream of table public\.items",
+        ):
             driver.latest_offset(end, limited=True)
     finally:
         driver.close()

@@ -33,6 +33,8 @@ GOLDEN_STATE_V2 = replace(
     GOLDEN_STATE, startup_mode="snapshot", skipped_wal=2**32 + 5, slots_replaced=7
 )
 """The value of tests/golden/postgres_changes_state_v2.bin."""
+GOLDEN_STATE_V3 = replace(GOLDEN_STATE_V2, tables=("public.items", "shop.order lines"))
+"""The value of tests/golden/postgres_changes_state_v3.bin."""
 
 
 def stream_options(postgres: PostgresServer, database: str, tmp_path: Path, mode: str) -> dict:
@@ -180,7 +182,7 @@ def test_a_restart_in_another_startup_mode_is_refused_naming_the_option(
         restarted.close()
     assert str(refused.value).startswith(
         "Option 'startupMode' of splitsource.postgres_changes: this checkpoint's stream of "
-        "public.items started with startupMode initial"
+        "table public.items started with startupMode initial"
     )
     assert "restart it with startupMode initial" in str(refused.value)
 
@@ -218,6 +220,7 @@ states = st.builds(
     startup_mode=st.sampled_from(STARTUP_MODES),
     skipped_wal=st.integers(0, (1 << 64) - 1),
     slots_replaced=st.integers(0, (1 << 32) - 1),
+    tables=st.none() | st.lists(st.text(max_size=40), max_size=4).map(tuple),
 )
 
 
@@ -228,10 +231,15 @@ def test_any_state_of_any_mode_survives_frame_and_unframe(state: PostgresStreamS
     assert unframe(serializer, frame(serializer, state), "a state") == state
 
 
-def test_the_version_2_golden_state_reads_and_is_written_the_same() -> None:
+def test_the_version_2_golden_state_reads_without_tables() -> None:
     data = (Path(__file__).parent / "golden" / "postgres_changes_state_v2.bin").read_bytes()
     assert unframe(PostgresStreamStateSerializer(), data, "golden state") == GOLDEN_STATE_V2
-    assert frame(PostgresStreamStateSerializer(), GOLDEN_STATE_V2) == data
+
+
+def test_the_version_3_golden_state_reads_and_is_written_the_same() -> None:
+    data = (Path(__file__).parent / "golden" / "postgres_changes_state_v3.bin").read_bytes()
+    assert unframe(PostgresStreamStateSerializer(), data, "golden state") == GOLDEN_STATE_V3
+    assert frame(PostgresStreamStateSerializer(), GOLDEN_STATE_V3) == data
 
 
 def test_a_version_1_state_reads_as_an_initial_stream_with_nothing_skipped() -> None:

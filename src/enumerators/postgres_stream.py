@@ -49,10 +49,11 @@ from enumerators.record_index import RecordIndex, RecordsFound, RecordsWanted
 from readers.postgres_chunk_store import ChunkStore
 from readers.postgres_log import ChunkFilter
 from sources.errors import CorruptDataError, DataLossError, InvalidOptionError
-from sources.postgres_catalog import TableDescription, quote_identifier
+from sources.postgres_catalog import quote_identifier
 from sources.postgres_checks import SlotClaim
 from sources.postgres_connection import PostgresConnection
 from sources.postgres_slot import advance_slot, lsn_number, lsn_text, readable_end
+from sources.postgres_tables import NO_PATTERNS, CapturedTable, TablePatterns, matching_tables
 from sources.serialization import SimpleVersionedSerializer
 from sources.splits.postgres import (
     LogSplit,
@@ -85,9 +86,11 @@ _NEXT_XID = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
 @dataclass(frozen=True)
 class PostgresStreamState:
     """The checkpoint of a change stream: the slot's start LSN and next xid once adopted
-    (``None`` before), the table's chunks once cut (``None`` before), the indexes of those
-    not handed out, whether the log split was handed out, the ``startupMode`` it started
-    in, and the WAL skipped when a lost slot was replaced (bytes, and how many times)."""
+    (``None`` before), the tables' chunks once cut (``None`` before), the places among them
+    of those not handed out, whether the log split was handed out, the ``startupMode`` it
+    started in, the WAL skipped when a lost slot was replaced (bytes, and how many times),
+    and the tables it captures (``schema.name``; ``None`` before it starts, and in a state
+    of version 1 or 2, which did not record them)."""
 
     start_lsn: int | None = None
     next_xid: int = 0
@@ -97,17 +100,18 @@ class PostgresStreamState:
     startup_mode: str = INITIAL
     skipped_wal: int = 0
     slots_replaced: int = 0
+    tables: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class StreamSettings:
-    """What the enumerator needs of its source: where, which table, how to cut it, the slot
-    and publication (empty in startup mode ``snapshot``), where the chunk copies are
-    (``None`` in ``latest-offset``), the startup mode and whether a lost slot fails."""
+    """What the enumerator needs of its source: where, which tables (and the patterns of
+    ``tables``, to report tables created since that match), how to cut them, the slot and
+    publication (empty in startup mode ``snapshot``), where the chunk copies are (``None``
+    in ``latest-offset``), the startup mode and whether a lost slot fails."""
 
     connection: PostgresConnection
-    table: TableDescription
-    key_column: str
+    tables: tuple[CapturedTable, ...]
     chunk_size: int
     slot: str
     publication: str
@@ -115,6 +119,13 @@ class StreamSettings:
     format_name: str = "splitsource.postgres_changes"
     startup_mode: str = INITIAL
     fail_on_data_loss: bool = True
+    patterns: TablePatterns = NO_PATTERNS
+
+    @property
+    def shown(self) -> str:
+        """The tables, as messages name them: ``table a.b`` or ``tables a.b, a.c``."""
+        names = ", ".join(table.qualified for table in self.tables)
+        return f"table{'s' if len(self.tables) > 1 else ''} {names}"
 
 
 class PostgresStreamEnumerator(
@@ -130,6 +141,7 @@ class PostgresStreamEnumerator(
         self._claim: SlotClaim | None = None
         self._server_position: int | None = None
         self._log_committed: int | None = None
+        self._not_captured: set[str] = set()
 
     def handle_splits_in_flight(self, splits: Sequence[PostgresStreamSplit]) -> None:
         self._chunks_reading = sum(isinstance(split, StreamChunkSplit) for split in splits)
@@ -142,11 +154,13 @@ class PostgresStreamEnumerator(
             raise InvalidOptionError(
                 settings.format_name,
                 "startupMode",
-                f"this checkpoint's stream of {settings.table.qualified} started with "
+                f"this checkpoint's stream of {settings.shown} started with "
                 f"startupMode {self._state.startup_mode}, and a stream keeps the mode it "
                 f"started with; restart it with startupMode {self._state.startup_mode}, or "
                 f"start {settings.startup_mode} with a new checkpoint and stateLocation",
             )
+        if started:
+            self._check_tables()
         if settings.startup_mode == SNAPSHOT:  # no log: no slot, nothing to claim
             if not started:
                 self._state = self._cut(slot=False)
@@ -158,6 +172,24 @@ class PostgresStreamEnumerator(
                 self._check_slot(session)  # a restart after a lost slot failed a read
             return
         self._state = self._cut(slot=True)
+
+    def _check_tables(self) -> None:
+        """Fail naming ``tables`` if it now names tables the stream did not start with: their
+        rows from before would be missing (a stream captures the tables it started with)."""
+        settings, started_with = self._settings, self._state.tables
+        if started_with is None:
+            return
+        added = [t.qualified for t in settings.tables if t.qualified not in started_with]
+        if added:
+            raise InvalidOptionError(
+                settings.format_name,
+                "tables",
+                f"it now names {', '.join(added)}, which this checkpoint's stream did not "
+                "start with, and a stream captures the tables it started with; to restart it "
+                f"as it was, set tables to {', '.join(started_with)}; capture the others in a "
+                "stream of their own, or start this one again with a new checkpoint, "
+                "stateLocation and slotName (it takes a new snapshot)",
+            )
 
     def _cut(self, slot: bool) -> PostgresStreamState:
         """The state of a stream that starts now: its start LSN and next xid (with ``slot``
@@ -172,24 +204,28 @@ class PostgresStreamEnumerator(
                 (position,) = session.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
                 start_lsn = lsn_number(position)
                 (next_xid,) = session.execute(_NEXT_XID).fetchone()
-            if settings.startup_mode == LATEST_OFFSET:
-                boundaries = None
-            else:
-                boundaries = chunk_boundaries(
-                    session,
-                    settings.table.sql,
-                    quote_identifier(settings.key_column),
-                    settings.chunk_size,
+            chunks: tuple[TableChunkSplit, ...] = ()
+            if settings.startup_mode != LATEST_OFFSET:
+                chunks = tuple(
+                    chunk
+                    for table in settings.tables
+                    for chunk in cut_chunks(
+                        table.qualified,
+                        chunk_boundaries(
+                            session,
+                            table.description.sql,
+                            quote_identifier(table.key_column),
+                            settings.chunk_size,
+                        ),
+                    )
                 )
-        chunks = (
-            () if boundaries is None else tuple(cut_chunks(settings.table.qualified, boundaries))
-        )
         return PostgresStreamState(
             start_lsn,
             next_xid,
             chunks,
-            frozenset(c.index for c in chunks),
+            frozenset(range(len(chunks))),
             startup_mode=settings.startup_mode,
+            tables=tuple(table.qualified for table in settings.tables),
         )
 
     def next_splits(self, max_splits: int | None = None) -> list[PostgresStreamSplit]:
@@ -216,9 +252,10 @@ class PostgresStreamEnumerator(
 
     def add_splits_back(self, splits: Sequence[PostgresStreamSplit]) -> None:
         pending, log_started = set(self._state.pending), self._state.log_started
+        places = {chunk.split_id: at for at, chunk in enumerate(self._state.chunks or ())}
         for split in splits:
             if isinstance(split, StreamChunkSplit):
-                pending.add(split.chunk.index)
+                pending.add(places[split.split_id])
             else:
                 log_started = False
         self._state = replace(self._state, pending=frozenset(pending), log_started=log_started)
@@ -254,6 +291,8 @@ class PostgresStreamEnumerator(
             figures["logLagBytes"] = max(0, self._server_position - (read_to or 0))
         figures["walBytesSkipped"] = state.skipped_wal
         figures["slotsReplaced"] = state.slots_replaced
+        if self._settings.patterns.patterns:
+            figures["tablesNotCaptured"] = len(self._not_captured)
         return figures
 
     def close(self) -> None:
@@ -272,11 +311,32 @@ class PostgresStreamEnumerator(
         with self._settings.connection.psycopg() as session:
             if self._state.start_lsn is not None and self._settings.startup_mode != SNAPSHOT:
                 self._check_slot(session)
+            if self._settings.patterns.patterns:
+                self._report_new_tables(session)
             end = readable_end(session)
         self._server_position = end
         # The log before it starts: where it ends is known once the chunks are read.
         waiting = not self._state.log_started
         return {s.split_id: end for s in splits if not (waiting and isinstance(s, LogSplit))}
+
+    def _report_new_tables(self, session: Any) -> None:
+        """Log a WARNING, once a run, for each table that matches ``tables`` and that the
+        stream does not capture: it was created (or renamed into the pattern) after the
+        query started."""
+        captured = {table.qualified for table in self._settings.tables}
+        matching = {
+            f"{schema}.{name}" for schema, name in matching_tables(session, self._settings.patterns)
+        }
+        for table in sorted(matching - captured - self._not_captured):
+            _LOG.warning(
+                "%s: table %s matches the tables option but is not captured: a stream "
+                "captures the tables that matched when it first started. To capture it, "
+                "read it in a stream of its own (or start this one again with a new "
+                "checkpoint, stateLocation and slot, which takes a new snapshot)",
+                self._settings.format_name,
+                table,
+            )
+        self._not_captured = matching - captured
 
     def splits_available_later(self) -> Sequence[PostgresStreamSplit]:
         """The log while the snapshot's chunks are read: a ``Trigger.AvailableNow`` run
@@ -304,7 +364,7 @@ class PostgresStreamEnumerator(
             return
         if row is None:
             raise DataLossError(
-                f"the replication slot {settings.slot} of {settings.table.qualified}'s stream "
+                f"the replication slot {settings.slot} of the stream of {settings.shown} "
                 f"is gone (dropped?): the changes since the last micro-batch cannot be read; "
                 f"{again}"
             )
@@ -313,7 +373,7 @@ class PostgresStreamEnumerator(
             raise DataLossError(
                 f"the server invalidated the replication slot {settings.slot}, which held "
                 "more WAL than max_slot_wal_keep_size allows: the changes of "
-                f"{settings.table.qualified} since {confirmed} are gone; {again}, with a new "
+                f"{settings.shown} since {confirmed} are gone; {again}, with a new "
                 "slotName or after pg_drop_replication_slot('"
                 f"{settings.slot}'), and raise max_slot_wal_keep_size or keep the stream "
                 "running; or set failOnDataLoss to false to read on from a new slot, "
@@ -343,7 +403,7 @@ class PostgresStreamEnumerator(
             "failOnDataLoss is false: the replication slot %s of %s was lost; it is made "
             "again, and the changes committed from %s to %s (%d bytes of WAL) are skipped",
             settings.slot,
-            settings.table.qualified,
+            settings.shown,
             lsn_text(since),
             lsn_text(point),
             skipped,
@@ -403,19 +463,22 @@ class PostgresStreamEnumerator(
             return LogSplit(settings.slot, settings.publication, state.start_lsn, None, 0)
         assert self._settings.store_url is not None
         store = ChunkStore(self._settings.store_url)
-        stamps = {chunk.index: store.read_stamp(chunk.split_id) for chunk in state.chunks}
-        missing = [index for index, stamp in stamps.items() if stamp is None]
+        stamps = {chunk.split_id: store.read_stamp(chunk.split_id) for chunk in state.chunks}
+        missing = [split_id for split_id, stamp in stamps.items() if stamp is None]
         if missing:
             raise DataLossError(
-                f"the snapshot chunks {missing} of {self._settings.table.qualified} are gone "
+                f"the snapshot chunks {missing} of {self._settings.shown} are gone "
                 f"from {self._settings.store_url} before the log took over; start the stream "
                 "again from a new checkpoint (and a new slot)"
             )
-        read = [(chunk, stamps[chunk.index]) for chunk in state.chunks]
-        key_index = [c.name for c in self._settings.table.columns].index(self._settings.key_column)
+        read = [(chunk, stamps[chunk.split_id]) for chunk in state.chunks]
+        key_indexes = {
+            table.qualified: [c.name for c in table.description.columns].index(table.key_column)
+            for table in self._settings.tables
+        }
         chunk_filter = ChunkFilter.of(
             [(chunk, stamp[0]) for chunk, stamp in read if stamp is not None],
-            {self._settings.table.qualified: key_index},
+            key_indexes,
             state.next_xid,
         )
         store.publish_filter(chunk_filter.to_json())
@@ -434,7 +497,7 @@ class PostgresStreamEnumerator(
         if found is None:
             session.execute(
                 f"CREATE PUBLICATION {quote_identifier(settings.publication)} "
-                f"FOR TABLE {settings.table.sql}"
+                f"FOR TABLE {', '.join(table.description.sql for table in settings.tables)}"
             )
         row = session.execute(
             "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
@@ -454,13 +517,18 @@ class PostgresStreamEnumerator(
 
 _HEADER = ">BQQII"  # flags, start LSN, next xid, chunk count, pending count
 _HEADER_V2_TAIL = ">BQI"  # startup mode, WAL skipped, slots replaced
+_TABLES_UNKNOWN = 0xFFFF  # version 3's table count when the state has no tables yet
 _FLAGS_STARTED, _FLAGS_CUT, _FLAGS_LOG = 1, 2, 4
 
 
 class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamState]):
-    """Version 2: version 1's layout, then the startup mode (uint8, its index in
+    """Version 3: version 2's layout, then the count of tables captured (uint16; 0xFFFF
+    for none recorded yet) and each ``schema.name`` (uint16 length, UTF-8). Reads versions
+    1 and 2 too, without tables.
+
+    Version 2: version 1's layout, then the startup mode (uint8, its index in
     :data:`STARTUP_MODES`), the bytes of WAL skipped (uint64) and the slots replaced
-    (uint32). Reads version 1 too, as startup mode ``initial`` with nothing skipped.
+    (uint32). Read as startup mode ``initial`` with nothing skipped for version 1.
 
     Version 1: flags (bit 0 slot adopted, bit 1 chunks cut, bit 2 log handed out), the
     start LSN and next xid (uint64 each), the counts of chunks and of pending indexes
@@ -469,7 +537,7 @@ class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamStat
 
     @property
     def version(self) -> int:
-        return 2
+        return 3
 
     def serialize(self, obj: PostgresStreamState) -> bytes:
         flags = (
@@ -485,10 +553,11 @@ class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamStat
             + b"".join(pack_chunk(chunk) for chunk in chunks)
             + b"".join(struct.pack(">I", index) for index in pending)
             + struct.pack(_HEADER_V2_TAIL, mode, obj.skipped_wal, obj.slots_replaced)
+            + _pack_tables(obj.tables)
         )
 
     def deserialize(self, version: int, data: bytes) -> PostgresStreamState:
-        if version not in (1, 2):
+        if version not in (1, 2, 3):
             raise CorruptDataError(f"postgres stream state version {version} does not exist")
         flags, start_lsn, next_xid, count, pending_count = struct.unpack_from(_HEADER, data)
         if flags & ~(_FLAGS_STARTED | _FLAGS_CUT | _FLAGS_LOG):
@@ -498,15 +567,17 @@ class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamStat
         for _ in range(count):
             chunk, at = unpack_chunk(data, at)
             chunks.append(chunk)
-        tail = struct.calcsize(_HEADER_V2_TAIL) if version == 2 else 0
-        if at + 4 * pending_count + tail != len(data):
+        tail = struct.calcsize(_HEADER_V2_TAIL) if version >= 2 else 0
+        tables_at = at + 4 * pending_count + tail
+        tables, end = _unpack_tables(data, tables_at) if version == 3 else (None, tables_at)
+        if end != len(data):
             raise CorruptDataError(
                 f"postgres stream state announces {count} chunks and {pending_count} pending "
                 f"but holds {len(data)} bytes"
             )
         pending = struct.unpack_from(f">{pending_count}I", data, at)
         mode, skipped, replaced = 0, 0, 0
-        if version == 2:
+        if version >= 2:
             mode, skipped, replaced = struct.unpack_from(
                 _HEADER_V2_TAIL, data, at + 4 * pending_count
             )
@@ -521,4 +592,34 @@ class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamStat
             STARTUP_MODES[mode],
             skipped,
             replaced,
+            tables,
         )
+
+
+def _pack_tables(tables: tuple[str, ...] | None) -> bytes:
+    if tables is None:
+        return struct.pack(">H", _TABLES_UNKNOWN)
+    names = [name.encode() for name in tables]
+    return struct.pack(">H", len(names)) + b"".join(
+        struct.pack(">H", len(name)) + name for name in names
+    )
+
+
+def _unpack_tables(data: bytes, at: int) -> tuple[tuple[str, ...] | None, int]:
+    """The tables version 3 records from ``at``, and where they end."""
+    try:
+        (count,) = struct.unpack_from(">H", data, at)
+        at += 2
+        if count == _TABLES_UNKNOWN:
+            return None, at
+        names = []
+        for _ in range(count):
+            (length,) = struct.unpack_from(">H", data, at)
+            name = data[at + 2 : at + 2 + length]
+            if len(name) != length:
+                raise CorruptDataError(f"a table name announces {length} bytes")
+            names.append(name.decode())
+            at += 2 + length
+    except struct.error:
+        raise CorruptDataError("postgres stream state ends inside its tables") from None
+    return tuple(names), at

@@ -21,6 +21,10 @@ column                  holds
                         in ``after``, and a sink keeps the value it has
 ======================  ==========================================================
 
+A stream of several tables (``tables``) nests ``before`` and ``after`` by schema, then
+table: ``after.shop.orders`` holds a row of ``shop.orders``, and the other tables' fields
+are NULL in it (:class:`Nesting`; :func:`nested_envelope_ddl`).
+
 Applying a table's rows per key in ``(lsn, seq)`` order rebuilds the table
 (design decision 61). :func:`envelope_ddl` is the schema; :func:`change_batch` and
 :func:`snapshot_batch` make its rows.
@@ -28,13 +32,23 @@ Applying a table's rows per key in ``(lsn, seq)`` order rebuilds the table
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 
 from readers.pgoutput import TEXT, UNCHANGED_KIND, ChangeRun, TupleColumns
 from readers.postgres_text import array_from_text
 
-__all__ = ["change_batch", "envelope_ddl", "snapshot_batch"]
+__all__ = [
+    "ONE_TABLE",
+    "Nesting",
+    "change_batch",
+    "envelope_ddl",
+    "nested_envelope_ddl",
+    "snapshot_batch",
+]
 
 
 def envelope_ddl(columns_ddl: str) -> str:
@@ -46,7 +60,11 @@ def envelope_ddl(columns_ddl: str) -> str:
     >>> envelope_ddl("`id` bigint NOT NULL, `my name` string").split(", `after`")[0]
     '`op` string NOT NULL, `before` struct<`id`: bigint, `my name`: string>'
     """
-    struct = "struct<" + ", ".join(_struct_field(field) for field in _fields(columns_ddl)) + ">"
+    return _envelope(_row_struct(columns_ddl))
+
+
+def _envelope(struct: str) -> str:
+    """The envelope's schema with ``struct`` the type of ``before`` and ``after``."""
     return (
         f"`op` string NOT NULL, `before` {struct}, `after` {struct}, `table` string NOT NULL, "
         "`lsn` bigint NOT NULL, `seq` bigint NOT NULL, `commit_time` timestamp, "
@@ -54,18 +72,88 @@ def envelope_ddl(columns_ddl: str) -> str:
     )
 
 
-def change_batch(changes: ChangeRun, schema: pa.Schema) -> pa.RecordBatch:
+def _row_struct(columns_ddl: str) -> str:
+    """A struct of the columns of ``columns_ddl``, each nullable."""
+    return "struct<" + ", ".join(_struct_field(field) for field in _fields(columns_ddl)) + ">"
+
+
+def nested_envelope_ddl(tables: Sequence[tuple[str, str, str]]) -> str:
+    """The envelope's Spark schema for several tables, each ``(schema, name, columns_ddl)``:
+    ``before`` and ``after`` are structs of schemas, each a struct of its tables.
+
+    Examples
+    --------
+    >>> ddl = nested_envelope_ddl([("shop", "orders", "`id` bigint NOT NULL")])
+    >>> ddl.split(", `after`")[0]
+    '`op` string NOT NULL, `before` struct<`shop`: struct<`orders`: struct<`id`: bigint>>>'
+    """
+    schemas: dict[str, list[str]] = {}
+    for schema, name, columns_ddl in tables:
+        schemas.setdefault(schema, []).append(f"{_quoted(name)}: {_row_struct(columns_ddl)}")
+    by_schema = [f"{_quoted(schema)}: struct<{', '.join(t)}>" for schema, t in schemas.items()]
+    return _envelope("struct<" + ", ".join(by_schema) + ">")
+
+
+@dataclass(frozen=True)
+class Nesting:
+    """Where a table's rows sit in ``before`` and ``after``: the whole struct for a stream of
+    one table; for several (``places``: ``schema.name`` to ``(schema, name)``), the field of
+    its name in the field of its schema, the other tables' fields NULL."""
+
+    places: Mapping[str, tuple[str, str]] | None = None
+
+    def row_type(self, schema: pa.Schema, table: str) -> pa.StructType:
+        """The struct of ``table``'s columns in the envelope ``schema``."""
+        row_type: pa.StructType = schema.field("after").type
+        if not self.places:
+            return row_type
+        in_schema, name = self.places[table]
+        tables: pa.StructType = row_type.field(in_schema).type
+        return tables.field(name).type
+
+    def nest(self, schema: pa.Schema, table: str, rows: pa.StructArray) -> pa.StructArray:
+        """``rows`` of ``table`` as values of ``schema``'s ``after`` (and ``before``) type: a
+        NULL row stays NULL at every level."""
+        if not self.places:
+            return rows
+        in_schema, name = self.places[table]
+        missing = rows.is_null()
+        tables = _with_one(schema.field("after").type.field(in_schema).type, name, rows, missing)
+        return _with_one(schema.field("after").type, in_schema, tables, missing)
+
+
+ONE_TABLE = Nesting()
+"""The nesting of a stream of one table: ``before`` and ``after`` are its rows."""
+
+
+def _with_one(
+    kind: pa.StructType, name: str, values: pa.Array, missing: pa.Array
+) -> pa.StructArray:
+    """A struct array of ``kind`` whose field ``name`` is ``values`` and the others NULL."""
+    count = len(values)
+    children = [values if f.name == name else pa.nulls(count, f.type) for f in kind]
+    return pa.StructArray.from_arrays(children, fields=list(kind), mask=missing)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def change_batch(
+    changes: ChangeRun, schema: pa.Schema, nesting: Nesting = ONE_TABLE
+) -> pa.RecordBatch:
     """``changes`` (a run of one relation) as rows of the envelope ``schema``, a column at a
     time: each of the relation's columns becomes one Arrow array, converted once."""
-    row_type = schema.field("after").type
+    table = changes.relation.qualified
+    row_type = nesting.row_type(schema, table)
     places = [_place(changes.relation.columns, field.name) for field in row_type]
     after, unknown = _filled(changes)
     return pa.RecordBatch.from_arrays(
         [
             _letters(changes.ops),
-            _struct(changes.before, places, row_type),
-            _struct(after, places, row_type),
-            _repeated(changes.relation.qualified, len(changes)),
+            nesting.nest(schema, table, _struct(changes.before, places, row_type)),
+            nesting.nest(schema, table, _struct(after, places, row_type)),
+            _repeated(table, len(changes)),
             pa.array(changes.lsns, pa.int64()),
             pa.array(changes.seqs, pa.int64()),
             pa.array(changes.commit_times, pa.int64()).view(pa.timestamp("us", tz="UTC")),
@@ -76,19 +164,21 @@ def change_batch(changes: ChangeRun, schema: pa.Schema) -> pa.RecordBatch:
     )
 
 
-def snapshot_batch(rows: pa.RecordBatch, table: str, lsn: int, schema: pa.Schema) -> pa.RecordBatch:
-    """The rows a chunk read, as ``r`` rows of the envelope ``schema`` at the stream's start
-    ``lsn``."""
+def snapshot_batch(
+    rows: pa.RecordBatch, table: str, lsn: int, schema: pa.Schema, nesting: Nesting = ONE_TABLE
+) -> pa.RecordBatch:
+    """The rows a chunk of ``table`` read, as ``r`` rows of the envelope ``schema`` at the
+    stream's start ``lsn``."""
     count = rows.num_rows
-    row_type = schema.field("after").type
+    row_type = nesting.row_type(schema, table)
     after = pa.StructArray.from_arrays(
         [rows.column(field.name).cast(field.type) for field in row_type], fields=list(row_type)
     )
     return pa.RecordBatch.from_arrays(
         [
             _repeated("r", count),
-            pa.nulls(count, row_type),
-            after,
+            pa.nulls(count, schema.field("before").type),
+            nesting.nest(schema, table, after),
             _repeated(table, count),
             pa.array([lsn] * count, pa.int64()),
             pa.array([0] * count, pa.int64()),

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.pgoutput import ChangeRun, PgoutputDecoder
 from readers.postgres_columns import KnownColumns
-from readers.postgres_envelope import change_batch
+from readers.postgres_envelope import ONE_TABLE, Nesting, change_batch
 from readers.postgres_text import SESSION_SETTINGS
 from sources.errors import DataLossError
 from sources.postgres_catalog import describe_type
@@ -192,12 +192,14 @@ class LogReader(SplitReader[LogSplit]):
         schema: pa.Schema,
         chunk_filter: Callable[[], ChunkFilter] | None = None,
         known: Iterable[KnownColumns] = (),
+        nesting: Nesting = ONE_TABLE,
     ) -> None:
         self._connect = connect
         self._schema = schema
         self._chunk_filter = chunk_filter
         self._known = {table.table: table for table in known}
         """The stream's tables: a publication of the user's may hold others, left out."""
+        self._nesting = nesting
         self._splits: list[LogSplit] = []
         self._reading: _Reading | None = None
         self._connection: Any = None
@@ -215,10 +217,11 @@ class LogReader(SplitReader[LogSplit]):
         split = reading.split
         assert split.end is not None, "a log split is read in bounded ranges"
         runs = reading.decoder.decode_runs(reading.next_messages())
+        runs = [_kept(run, (run.lsns >= split.start) & (run.lsns < split.end)) for run in runs]
         runs = [
-            _kept(run, (run.lsns >= split.start) & (run.lsns < split.end))
+            run
             for run in runs
-            if not self._known or run.relation.qualified in self._known  # a table of the stream
+            if len(run) and (not self._known or run.relation.qualified in self._known)
         ]
         for run in runs:
             known = self._known.get(run.relation.qualified)
@@ -227,7 +230,7 @@ class LogReader(SplitReader[LogSplit]):
         if reading.chunk_filter is not None:
             kept = reading.chunk_filter
             runs = [_kept(run, (run.lsns >= split.filter_until) | kept.keeps(run)) for run in runs]
-        batches = _in_order([run for run in runs if len(run)], self._schema)
+        batches = _in_order([run for run in runs if len(run)], self._schema, self._nesting)
         if not reading.done:
             return RecordsBySplit({split.split_id: batches})
         self._reading = None
@@ -268,9 +271,11 @@ def _kept(changes: ChangeRun, mask: np.ndarray) -> ChangeRun:
     return changes if mask.all() else changes.take(mask)
 
 
-def _in_order(runs: Sequence[ChangeRun], schema: pa.Schema) -> list[pa.RecordBatch]:
+def _in_order(
+    runs: Sequence[ChangeRun], schema: pa.Schema, nesting: Nesting
+) -> list[pa.RecordBatch]:
     """The envelope's rows of ``runs``, in the order of their changes."""
-    batches = [change_batch(run, schema) for run in runs]
+    batches = [change_batch(run, schema, nesting) for run in runs]
     if len(batches) <= 1:
         return batches
     rows = pa.Table.from_batches(batches, schema)

@@ -27,7 +27,7 @@ from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.postgres import ChunkQuery, borrow_session, storage_columns
 from readers.postgres_chunk_store import ChunkCopy, ChunkStore
 from readers.postgres_connections import ConnectionPool
-from readers.postgres_envelope import snapshot_batch
+from readers.postgres_envelope import ONE_TABLE, Nesting, snapshot_batch
 from readers.postgres_log import LogReader
 from sources.postgres_slot import lsn_number
 from sources.splits.postgres import (
@@ -54,6 +54,7 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
         queries: Mapping[str, ChunkQuery],
         store: ChunkStore,
         schema: pa.Schema,
+        nesting: Nesting = ONE_TABLE,
     ) -> None:
         self._connections = connections
         self._server = server
@@ -61,7 +62,7 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
         self._queries = queries
         self._store = store
         self._schema = schema
-        self._rows_schema = pa.schema(list(schema.field("after").type))
+        self._nesting = nesting
         self._splits: deque[StreamChunkSplit] = deque()
         self._connection: Any = None
         self._cursor: Any = None
@@ -88,8 +89,9 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
             self._broken = True
             raise
         self._splits.popleft()
+        table = split.chunk.table
         batches = [
-            snapshot_batch(batch, split.chunk.table, split.start_lsn, self._schema)
+            snapshot_batch(batch, table, split.start_lsn, self._schema, self._nesting)
             for batch in copy.rows.to_batches()
             if batch.num_rows
         ]
@@ -133,17 +135,17 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
                 return None
             time.sleep(_RETRY_WAIT)
         query = self._queries[split.chunk.table]
-        cursor.execute(query.sql(split.chunk, self._rows_schema.names))
+        rows_schema = pa.schema(list(self._nesting.row_type(self._schema, split.chunk.table)))
+        cursor.execute(query.sql(split.chunk, rows_schema.names))
         table = cursor.fetch_arrow_table()
         cursor.execute("SELECT pg_current_wal_insert_lsn()::text")
         high = lsn_number(cursor.fetchone()[0])
         cursor.execute("COMMIT")
         origin = f"chunk {split.split_id}"
         batches = [
-            conform(storage_columns(batch), self._rows_schema, origin)
-            for batch in table.to_batches()
+            conform(storage_columns(batch), rows_schema, origin) for batch in table.to_batches()
         ]
-        rows = pa.Table.from_batches(batches, schema=self._rows_schema)
+        rows = pa.Table.from_batches(batches, schema=rows_schema)
         return ChunkCopy(rows, snapshot, high)
 
 

@@ -22,7 +22,9 @@ Example::
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, ClassVar, TypeVar
 
 import psycopg
 import pyarrow as pa
@@ -39,17 +41,41 @@ from sources.postgres_catalog import TableDescription, describe_table, quote_ide
 from sources.postgres_connection import PostgresConnection
 from sources.splits.postgres import TableChunkSplit, TableChunkSplitSerializer
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "PostgresSource", "resolve_table", "table_options"]
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "PostgresSource",
+    "chunk_key",
+    "connect",
+    "read_catalog",
+    "resolve_table",
+    "table_options",
+]
 
 DEFAULT_CHUNK_SIZE = 262_144
 """Rows per chunk without ``chunkSize``: large enough that a chunk's fixed costs (a task, an
 ADBC connection: 94 ms here) stay small, small enough to retry (design decision 62)."""
 
+T = TypeVar("T")
 _INTEGER_KEYS = frozenset({"smallint", "int", "bigint"})
 
 
-def table_options(chunk_size: int) -> tuple[Option, ...]:
-    """The options that name a table and how it is cut: Spark's JDBC names where it has them."""
+def table_options(chunk_size: int, several: bool = False) -> tuple[Option, ...]:
+    """The options that name a table and how it is cut: Spark's JDBC names where it has them.
+    With ``several``, ``dbtable`` is optional and ``tables`` names a list of tables and
+    patterns instead (:mod:`sources.postgres_tables`)."""
+    dbtable = Option.string("dbtable", "the table to read: name or schema.name, as in SQL").listed(
+        "the table: `name` or `schema.name`, resolved as SQL resolves it"
+    )
+    if several:
+        dbtable = replace(dbtable, default=None)
+    tables = Option.string(
+        "tables",
+        "instead of dbtable: tables and patterns, comma-separated (shop.orders, shop.order_*)",
+        default=None,
+    ).listed(
+        "instead of `dbtable`: tables and patterns of `schema.name`, separated by commas "
+        "(`shop.orders, shop.order_*`); see [several tables](#several-tables-in-one-stream)"
+    )
     return (
         Option.string("url", "the server and database: postgresql://host:port/database").listed(
             "the server and database as a `postgresql://host:port/database` URI (where Spark's "
@@ -61,9 +87,8 @@ def table_options(chunk_size: int) -> tuple[Option, ...]:
         Option.string("password", "the role's password (never shown)", default=None).listed(
             "the role's password; never in a message, an offset, the state or a log"
         ),
-        Option.string("dbtable", "the table to read: name or schema.name, as in SQL").listed(
-            "the table: `name` or `schema.name`, resolved as SQL resolves it"
-        ),
+        dbtable,
+        *((tables,) if several else ()),
         Option.integer("chunkSize", "rows per chunk: one task each", chunk_size, minimum=1).listed(
             "rows per chunk; each chunk is read by one task"
         ),
@@ -160,21 +185,10 @@ def resolve_table(
         Naming the option to fix: a URL that is not a ``postgresql://`` URI, a server that
         refuses the credentials, a table the user cannot see, no usable chunk key.
     """
-    try:
-        connection = PostgresConnection(options["url"], options["user"], options["password"])
-    except ValueError as problem:
-        raise InvalidOptionError(format_name, "url", str(problem)) from None
-    try:
-        with connection.psycopg() as session:
-            table = describe_table(session, options["dbtable"])
-    except psycopg.Error as error:
-        raise InvalidOptionError(
-            format_name,
-            "url",
-            f"cannot read the catalog of {connection.shown} as "
-            f"{connection.effective_user or 'the default user'}: "
-            f"{str(error).strip()}; check url, user and password",
-        ) from None
+    connection = connect(format_name, options)
+    table = read_catalog(
+        format_name, connection, lambda session: describe_table(session, options["dbtable"])
+    )
     if table is None:
         raise InvalidOptionError(
             format_name,
@@ -183,11 +197,53 @@ def resolve_table(
             f"{connection.effective_user or 'the user'} can see; name it as in SQL "
             "(schema.name, with double quotes where the name has capitals)",
         )
-    return connection, table, _chunk_key(format_name, table, options["chunkKeyColumn"])
+    return connection, table, chunk_key(format_name, table, options["chunkKeyColumn"])
 
 
-def _chunk_key(format_name: str, table: TableDescription, chosen: str | None) -> str:
-    """The column to cut ``table`` by: ``chosen``, else its one-column primary key."""
+def connect(format_name: str, options: Options) -> PostgresConnection:
+    """The server that ``url``, ``user`` and ``password`` name (not connected yet).
+
+    Raises
+    ------
+    InvalidOptionError
+        Naming ``url``: it is not a ``postgresql://`` URI.
+    """
+    try:
+        return PostgresConnection(options["url"], options["user"], options["password"])
+    except ValueError as problem:
+        raise InvalidOptionError(format_name, "url", str(problem)) from None
+
+
+def read_catalog(format_name: str, connection: PostgresConnection, read: Callable[[Any], T]) -> T:
+    """What ``read`` finds on a psycopg 3 session of ``connection``.
+
+    Raises
+    ------
+    InvalidOptionError
+        Naming ``url``: the server cannot be reached, or refuses the credentials.
+    """
+    try:
+        with connection.psycopg() as session:
+            return read(session)
+    except psycopg.Error as error:
+        raise InvalidOptionError(
+            format_name,
+            "url",
+            f"cannot read the catalog of {connection.shown} as "
+            f"{connection.effective_user or 'the default user'}: "
+            f"{str(error).strip()}; check url, user and password",
+        ) from None
+
+
+def chunk_key(format_name: str, table: TableDescription, chosen: str | None) -> str:
+    """The column to cut ``table`` by: ``chosen``, else its one-column primary key.
+
+    Raises
+    ------
+    InvalidOptionError
+        Naming ``chunkKeyColumn`` (or ``dbtable``): no such column, no one-column primary
+        key, or a key that is not an integer.
+    """
     if chosen is not None:
         column = table.column(chosen)
         if column is None:

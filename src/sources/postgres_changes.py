@@ -15,10 +15,11 @@ when the stream first starts; no ``snapshotLocation``), or ``snapshot`` (the
 snapshot only, then no more input; no slot, no ``REPLICATION``). ``failOnDataLoss``
 false reads on from a new slot when the server lost the old one (decision 66).
 
-A separate format from ``splitsource.postgres`` for now: a format has one schema,
-and a bounded read of a table gives its rows, a stream its changes. Whether both
-become ``splitsource.postgres`` with a ``startupMode`` that also decides the
-schema is open (issue 44).
+``tables`` captures several tables, named or matched by patterns, in one stream
+(:mod:`sources.postgres_tables`, design decision 67); ``before`` and ``after`` then
+nest each table's row by schema and table, and :func:`table_changes` takes one
+table's rows out. A separate format from ``splitsource.postgres``: a format has
+one schema, and a bounded read of a table gives its rows, a stream its changes.
 
 Example::
 
@@ -32,9 +33,13 @@ Example::
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from enumerators.base import EnumeratorContext
 from enumerators.postgres_stream import (
@@ -51,23 +56,24 @@ from readers.postgres import ChunkQuery
 from readers.postgres_chunk_store import ChunkStore
 from readers.postgres_columns import KnownColumns
 from readers.postgres_connections import CONNECTIONS
-from readers.postgres_envelope import envelope_ddl
+from readers.postgres_envelope import ONE_TABLE, Nesting, envelope_ddl, nested_envelope_ddl
 from readers.postgres_log import ChunkFilter, LogReader
 from readers.postgres_stream import PostgresStreamReader, StreamChunkReader
 from sources.api import Source
 from sources.capabilities import SupportsRecordIndex
 from sources.errors import InvalidOptionError
 from sources.options import Option, Options
-from sources.postgres import DEFAULT_CHUNK_SIZE, resolve_table, table_options
-from sources.postgres_catalog import TableDescription, describe_table, quote_identifier
+from sources.postgres import DEFAULT_CHUNK_SIZE, table_options
+from sources.postgres_catalog import describe_table, quote_identifier
 from sources.postgres_checks import check_change_capture
 from sources.postgres_connection import PostgresConnection
 from sources.postgres_slot import lsn_number
+from sources.postgres_tables import NO_PATTERNS, CapturedTable, TablePatterns, resolve_tables
 from sources.split import Boundedness
 from sources.splits.postgres import LogSplit, PostgresStreamSplit, PostgresStreamSplitSerializer
 from sources.tuning import Tuning
 
-__all__ = ["PostgresChangesSource"]
+__all__ = ["PostgresChangesSource", "table_changes"]
 
 _SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
 
@@ -75,7 +81,8 @@ _SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}")
 class PostgresChangesSource(
     Source[PostgresStreamSplit, PostgresStreamState], SupportsRecordIndex[PostgresStreamSplit]
 ):
-    """The changes of ``dbtable``: its snapshot (``op`` ``r``), then its log.
+    """The changes of ``dbtable``, or of the tables ``tables`` names (design decision 67): their
+    snapshot (``op`` ``r``), then their log.
 
     ``maxRecordsPerTrigger`` caps the log's changes per micro-batch in whole transactions
     (:mod:`enumerators.postgres_log_cap`); a snapshot chunk counts as one record.
@@ -85,7 +92,7 @@ class PostgresChangesSource(
     supported_boundedness = frozenset({Boundedness.CONTINUOUS_UNBOUNDED})
     tuning = Tuning(state_location_required=True)  # a large table's chunks outgrow an offset
     options: ClassVar = (
-        *table_options(DEFAULT_CHUNK_SIZE),
+        *table_options(DEFAULT_CHUNK_SIZE, several=True),
         Option.string(
             "slotName",
             "the replication slot (lower-case letters, digits, _): created if absent, "
@@ -138,8 +145,7 @@ class PostgresChangesSource(
     def __init__(
         self,
         connection: PostgresConnection,
-        table: TableDescription,
-        key_column: str,
+        tables: tuple[CapturedTable, ...],
         slot: str | None,
         snapshot_location: str | None,
         publication: str | None = None,
@@ -147,14 +153,20 @@ class PostgresChangesSource(
         columns_since: int = 0,
         startup_mode: str = INITIAL,
         fail_on_data_loss: bool = True,
+        patterns: TablePatterns | None = None,
     ) -> None:
         self.connection = connection
-        self.table = table
-        self.known_columns = KnownColumns(table.qualified, table.columns, columns_since)
+        self.tables = tables
+        self.patterns = patterns
+        """The patterns of ``tables``; ``None`` for a stream of ``dbtable``, whose rows are
+        the table's own envelope (several tables nest ``before`` and ``after``)."""
+        self.known_columns = [
+            KnownColumns(table.qualified, table.description.columns, columns_since)
+            for table in tables
+        ]
         """The columns this stream reads and the WAL position from which changes have them:
         a change after it with other columns, or types, fails the read (see
         :class:`KnownColumns`)."""
-        self.key_column = key_column
         self.slot = slot or ""
         self.publication = "" if slot is None else publication or f"{slot}_publication"
         self.snapshot_location = snapshot_location
@@ -179,14 +191,17 @@ class PostgresChangesSource(
                 ChunkStore(location)
         except ValueError as problem:
             raise InvalidOptionError(cls.format_name(), "snapshotLocation", str(problem)) from None
-        connection, table, key = resolve_table(cls.format_name(), options)
+        connection, tables, patterns = resolve_tables(cls.format_name(), options)
         if slot is not None:
-            check_change_capture(cls.format_name(), connection, table, slot)
-        table, since = _described_since(connection, table)
+            given = options["publicationName"]
+            publication = given or f"{slot}_publication"
+            check_change_capture(
+                cls.format_name(), connection, tables, slot, publication, given is None
+            )
+        tables, since = _described_since(connection, tables)
         return cls(
             connection,
-            table,
-            key,
+            tables,
             slot,
             location,
             options["publicationName"],
@@ -194,6 +209,7 @@ class PostgresChangesSource(
             since,
             mode,
             options["failOnDataLoss"],
+            None if options["dbtable"] is not None else patterns,
         )
 
     def split_counts_records(self, split: PostgresStreamSplit) -> bool:
@@ -201,7 +217,20 @@ class PostgresChangesSource(
         return not isinstance(split, LogSplit)
 
     def schema(self) -> str:
-        return envelope_ddl(", ".join(column.ddl for column in self.table.columns))
+        if self.patterns is None:
+            (table,) = self.tables
+            return envelope_ddl(_columns_ddl(table))
+        return nested_envelope_ddl(
+            [(t.description.schema, t.description.name, _columns_ddl(t)) for t in self.tables]
+        )
+
+    def nesting(self) -> Nesting:
+        """Where each table's rows sit in ``before`` and ``after``."""
+        if self.patterns is None:
+            return ONE_TABLE
+        return Nesting(
+            {t.qualified: (t.description.schema, t.description.name) for t in self.tables}
+        )
 
     def create_enumerator(self, context: EnumeratorContext) -> PostgresStreamEnumerator:
         return self.restore_enumerator(context, PostgresStreamState())
@@ -211,8 +240,7 @@ class PostgresChangesSource(
     ) -> PostgresStreamEnumerator:
         settings = StreamSettings(
             self.connection,
-            self.table,
-            self.key_column,
+            self.tables,
             self.chunk_size,
             self.slot,
             self.publication,
@@ -220,26 +248,30 @@ class PostgresChangesSource(
             self.format_name(),
             self.startup_mode,
             self.fail_on_data_loss,
+            self.patterns or NO_PATTERNS,
         )
         return PostgresStreamEnumerator(settings, state)
 
     def create_reader(self, schema: pa.Schema) -> PostgresStreamReader:
-        selects = {column.name: column.select for column in self.table.columns}
-        query = ChunkQuery(self.table.sql, quote_identifier(self.key_column), selects)
+        queries = {
+            table.qualified: ChunkQuery(
+                table.description.sql,
+                quote_identifier(table.key_column),
+                {column.name: column.select for column in table.description.columns},
+            )
+            for table in self.tables
+        }
         store = ChunkStore(self.snapshot_location) if self.snapshot_location else _NoChunks()
+        nesting = self.nesting()
         chunks = StreamChunkReader(
-            CONNECTIONS,
-            self.connection,
-            self.connection.adbc,
-            {self.table.qualified: query},
-            store,
-            schema,
+            CONNECTIONS, self.connection, self.connection.adbc, queries, store, schema, nesting
         )
         log = LogReader(
             self.connection.psycopg,
             schema,
             lambda: ChunkFilter.from_json(store.read_filter()),
-            [self.known_columns],
+            self.known_columns,
+            nesting,
         )
         return PostgresStreamReader(chunks, log)
 
@@ -248,6 +280,41 @@ class PostgresChangesSource(
 
     def enumerator_state_serializer(self) -> PostgresStreamStateSerializer:
         return PostgresStreamStateSerializer()
+
+
+def table_changes(changes: DataFrame, table: str) -> DataFrame:
+    """The rows of ``table`` (``schema.name``) among ``changes``, those of a stream of several
+    tables, with ``before`` and ``after`` of its own columns: as a stream of ``dbtable``
+    gives them. For ``foreachBatch``, to apply each table's changes to its own copy.
+
+    Examples
+    --------
+    >>> orders = table_changes(batch, "shop.orders")  # doctest: +SKIP
+    >>> orders.select("op", "after.id", "after.total")  # doctest: +SKIP
+    """
+    schemas = changes.schema["after"].dataType
+    assert isinstance(schemas, StructType)
+    for in_schema in schemas.fields:
+        assert isinstance(in_schema.dataType, StructType)
+        for name in in_schema.dataType.fieldNames():
+            if f"{in_schema.name}.{name}" == table:
+                return changes.where(F.col("table") == table).select(
+                    "op",
+                    _field(F.col("before"), in_schema.name, name).alias("before"),
+                    _field(F.col("after"), in_schema.name, name).alias("after"),
+                    "table",
+                    "lsn",
+                    "seq",
+                    "commit_time",
+                    "txid",
+                    "unchanged",
+                )
+    known = [f"{s.name}.{n}" for s in schemas.fields for n in s.dataType.fieldNames()]  # type: ignore[attr-defined]
+    raise ValueError(f"the stream has no table {table}; its tables are {', '.join(known)}")
+
+
+def _field(column: Column, schema: str, name: str) -> Column:
+    return column.getField(schema).getField(name)
 
 
 def _needed(options: Options, name: str, needed: bool, mode: str) -> str | None:
@@ -277,14 +344,22 @@ class _NoChunks(ChunkStore):
         self.url = ""
 
 
+def _columns_ddl(table: CapturedTable) -> str:
+    return ", ".join(column.ddl for column in table.description.columns)
+
+
 def _described_since(
-    connection: PostgresConnection, table: TableDescription
-) -> tuple[TableDescription, int]:
-    """``table`` described again, and the WAL position taken just before: the log's changes
+    connection: PostgresConnection, tables: tuple[CapturedTable, ...]
+) -> tuple[tuple[CapturedTable, ...], int]:
+    """``tables`` described again, and the WAL position taken just before: the log's changes
     from that position on have the described columns (a change of columns between the two
     makes the stream fail once, and a restart read it right)."""
     session: Any
     with connection.psycopg() as session:
         (position,) = session.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
-        now = describe_table(session, table.sql)
-    return (table if now is None else now), lsn_number(position)
+        now = [describe_table(session, table.description.sql) for table in tables]
+    described = tuple(
+        table if found is None else replace(table, description=found)
+        for table, found in zip(tables, now, strict=True)
+    )
+    return described, lsn_number(position)

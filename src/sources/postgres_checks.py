@@ -16,13 +16,15 @@ what the first one's sink has, is refused.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
 from sources.errors import InvalidOptionError
-from sources.postgres_catalog import TableDescription
+from sources.postgres_catalog import TableDescription, quote_identifier
 from sources.postgres_connection import PostgresConnection
+from sources.postgres_tables import CapturedTable
 
 __all__ = ["CLAIM_WAIT", "SlotClaim", "check_change_capture"]
 
@@ -38,17 +40,26 @@ def _session_name(slot: str) -> str:
 
 
 def check_change_capture(
-    format_name: str, connection: PostgresConnection, table: TableDescription, slot: str
+    format_name: str,
+    connection: PostgresConnection,
+    tables: Sequence[CapturedTable],
+    slot: str,
+    publication: str,
+    own_publication: bool = False,
 ) -> None:
     """Check that the server decodes its log, the role may use replication slots, Postgres
-    can publish ``table``'s updates and deletes, and ``slot`` is free for this stream.
+    can publish each of ``tables``' updates and deletes, ``publication``, if it exists,
+    publishes each of them, and ``slot`` is free for this stream. ``own_publication``: the
+    stream made ``publication`` when it first started (the user named none), so a table it
+    does not publish is one the stream did not start with.
 
     Raises
     ------
     InvalidOptionError
         Naming ``url`` (``wal_level`` is not ``logical``), ``user`` (no ``REPLICATION``),
-        ``dbtable`` (no primary key and no ``REPLICA IDENTITY`` that publishes the key) or
-        ``slotName`` (held by another stream or client, or made for another database or
+        ``dbtable`` or ``tables`` (no primary key and no ``REPLICA IDENTITY`` that
+        publishes the key), ``publicationName`` (a publication without some of the tables)
+        or ``slotName`` (held by another stream or client, or made for another database or
         plugin), with what to do.
     """
     user = connection.effective_user or "the default user"
@@ -73,18 +84,68 @@ def check_change_capture(
                 f"role {role} may not use replication slots; as a superuser run ALTER ROLE "
                 f'"{role}" REPLICATION, or connect as a role that has it',
             )
-        (identity,) = session.execute(
-            "SELECT relreplident FROM pg_class WHERE oid = to_regclass(%s)", (table.sql,)
-        ).fetchone()
-        if identity == "n" or (identity == "d" and not table.primary_key):
-            raise InvalidOptionError(
-                format_name,
-                "dbtable",
-                f"table {table.qualified} has no primary key, so Postgres cannot publish "
-                "its updates and deletes (and refuses them once it is published); add a "
-                f"primary key, or run ALTER TABLE {table.sql} REPLICA IDENTITY FULL",
-            )
+        for captured in tables:
+            _check_identity(format_name, session, captured.description, len(tables) > 1)
+        _check_publication(format_name, session, publication, tables, own_publication)
         _check_slot(format_name, session, slot, user)
+
+
+def _check_publication(
+    format_name: str, session: Any, publication: str, tables: Sequence[CapturedTable], own: bool
+) -> None:
+    """A publication that exists publishes every table: the changes of one it leaves out
+    would never reach the stream."""
+    if (
+        session.execute(
+            "SELECT 1 FROM pg_publication WHERE pubname = %s", (publication,)
+        ).fetchone()
+        is None
+    ):
+        return  # the stream creates it, for its tables
+    published = {
+        f"{schema}.{name}"
+        for schema, name in session.execute(
+            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+            (publication,),
+        ).fetchall()
+    }
+    missing = [table.qualified for table in tables if table.qualified not in published]
+    if missing and own:
+        raise InvalidOptionError(
+            format_name,
+            "tables",
+            f"it names {', '.join(missing)}, which the stream's publication {publication} "
+            "does not publish: the stream started without them, and a stream captures the "
+            f"tables it started with; to restart it as it was, set tables to "
+            f"{', '.join(sorted(published))}; capture the others in a stream of their own, "
+            "or start this one again with a new checkpoint, stateLocation and slotName (it "
+            "takes a new snapshot). If the stream that made the publication was retired, "
+            f"drop the publication: DROP PUBLICATION {quote_identifier(publication)}",
+        )
+    if missing:
+        raise InvalidOptionError(
+            format_name,
+            "publicationName",
+            f"the publication {publication} does not publish {', '.join(missing)}, so their "
+            f"changes would never reach the stream; run ALTER PUBLICATION "
+            f"{quote_identifier(publication)} ADD TABLE "
+            f"{', '.join(t.description.sql for t in tables if t.qualified in missing)}, or "
+            "give a publicationName that does not exist yet (the stream creates it)",
+        )
+
+
+def _check_identity(format_name: str, session: Any, table: TableDescription, several: bool) -> None:
+    (identity,) = session.execute(
+        "SELECT relreplident FROM pg_class WHERE oid = to_regclass(%s)", (table.sql,)
+    ).fetchone()
+    if identity == "n" or (identity == "d" and not table.primary_key):
+        raise InvalidOptionError(
+            format_name,
+            "tables" if several else "dbtable",
+            f"table {table.qualified} has no primary key, so Postgres cannot publish "
+            "its updates and deletes (and refuses them once it is published); add a "
+            f"primary key, or run ALTER TABLE {table.sql} REPLICA IDENTITY FULL",
+        )
 
 
 def _check_slot(format_name: str, session: Any, slot: str, user: str) -> None:

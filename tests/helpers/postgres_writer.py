@@ -22,9 +22,13 @@ class Writer(threading.Thread):
     """Small transactions of updates (``v + 1``), deletes and inserts (``v = 0``) of random
     keys, some below and above the table's keys, until stopped."""
 
-    def __init__(self, postgres: PostgresServer, database: str, pause: float = 0.0) -> None:
+    def __init__(
+        self, postgres: PostgresServer, database: str, pause: float = 0.0, table: str = "items"
+    ) -> None:
         super().__init__(daemon=True)
         self.connection = postgres.connect(database, autocommit=False)
+        self.table = table
+        """The table it changes, as SQL names it (``items (id, v)`` by default)."""
         self.pause = pause
         """Seconds between transactions: some leave the CPU to Spark drivers starting."""
         self.stopped = threading.Event()
@@ -33,6 +37,7 @@ class Writer(threading.Thread):
 
     def run(self) -> None:
         chance = random.Random(61)
+        table = self.table
         try:
             with self.connection:
                 while not self.stopped.is_set():
@@ -40,11 +45,11 @@ class Writer(threading.Thread):
                         key = chance.randint(-50, ROWS + 500)
                         action = chance.random()
                         if action < 0.6:
-                            statement = "UPDATE items SET v = v + 1 WHERE id = %s"
+                            statement = f"UPDATE {table} SET v = v + 1 WHERE id = %s"
                         elif action < 0.8:
-                            statement = "DELETE FROM items WHERE id = %s"
+                            statement = f"DELETE FROM {table} WHERE id = %s"
                         else:
-                            statement = "INSERT INTO items VALUES (%s, 0) ON CONFLICT DO NOTHING"
+                            statement = f"INSERT INTO {table} VALUES (%s, 0) ON CONFLICT DO NOTHING"
                         self.connection.execute(statement, (key,))
                     self.connection.commit()
                     self.transactions += 1

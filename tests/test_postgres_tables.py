@@ -1,0 +1,217 @@
+"""Several tables in one change stream (``tables``: names and patterns), driven as Spark drives a
+stream, without Spark: each table's snapshot chunks, then one log, with a writer changing each
+table and a driver that dies before committing a batch; applied per table and key in (lsn, seq)
+order, the rows rebuild every table. And what ``tables`` refuses, with the option named."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from enumerators.runtime.admission import AdmissionLimits
+from enumerators.runtime.coordinator import StreamCoordinator
+from helpers.postgres import PostgresServer
+from helpers.postgres_writer import ROWS, Writer, rebuild_items
+from sources.errors import InvalidOptionError
+from sources.postgres_changes import PostgresChangesSource
+from test_postgres_changes import options, read_batch, spark_json
+
+ORDER_TABLES = ("orders", "order_lines")
+
+
+def make_shop(postgres: PostgresServer, database: str) -> None:
+    """Schema ``shop`` with ``orders`` and ``order_lines`` (``id``, ``v``; ROWS keys each,
+    ``order_lines`` with an ``int`` key and a column more) and ``customers``, which the
+    pattern ``shop.order*`` leaves out."""
+    with postgres.connect(database) as db:
+        db.execute("CREATE SCHEMA shop")
+        db.execute("CREATE TABLE shop.orders (id bigint PRIMARY KEY, v bigint NOT NULL)")
+        db.execute(
+            "CREATE TABLE shop.order_lines (id int PRIMARY KEY, v bigint NOT NULL, note text)"
+        )
+        db.execute("CREATE TABLE shop.customers (id bigint PRIMARY KEY, v bigint NOT NULL)")
+        for table in (*ORDER_TABLES, "customers"):
+            db.execute(
+                f"INSERT INTO shop.{table} SELECT i, 0 FROM generate_series(0, {ROWS - 1}) i"
+            )
+
+
+def shop_options(postgres: PostgresServer, database: str, tmp_path: Path, **more: Any) -> dict:
+    found = options(postgres, database, tmp_path, tables="shop.order*", **more)
+    del found["dbtable"]
+    return found
+
+
+def rows_of(rows: list[dict[str, Any]], table: str) -> list[dict[str, Any]]:
+    """The rows of ``shop.<table>``, each with its own ``before`` and ``after``."""
+    return [
+        {
+            **row,
+            "before": row["before"] and row["before"]["shop"][table],
+            "after": row["after"] and row["after"]["shop"][table],
+        }
+        for row in rows
+        if row["table"] == f"shop.{table}"
+    ]
+
+
+@pytest.mark.slow
+def test_a_stream_of_a_pattern_rebuilds_each_table_through_driver_deaths(
+    postgres: PostgresServer, postgres_database: str, tmp_path: Path
+) -> None:
+    make_shop(postgres, postgres_database)
+    source, _ = PostgresChangesSource.from_spark_options(
+        shop_options(postgres, postgres_database, tmp_path)
+    )
+    assert source.schema().startswith(
+        "`op` string NOT NULL, `before` struct<`shop`: struct<`order_lines`: struct<`id`: int, "
+        "`v`: bigint, `note`: string>, `orders`: struct<`id`: bigint, `v`: bigint>>>, "
+    )
+    writers = [
+        Writer(postgres, postgres_database, table=f"shop.{table}")
+        for table in (*ORDER_TABLES, "customers")
+    ]
+    for writer in writers:
+        writer.start()
+    sink: list[dict[str, Any]] = []
+    limits = AdmissionLimits(max_splits=3)  # the chunks of both tables over several batches
+    try:
+        driver = StreamCoordinator(source, limits)
+        start = spark_json(driver.initial_offset())
+        for batch in range(18):
+            if batch == 14:
+                for writer in writers:
+                    writer.stopped.set()
+                    writer.join(30)
+            end = spark_json(driver.latest_offset(start, limited=True))
+            ranges = driver.plan(start, end)
+            rows = read_batch(source, ranges)
+            if batch in (2, 11):  # the driver dies: the batch is logged, not committed
+                driver.close()
+                driver = StreamCoordinator(source, limits)
+                assert driver.plan(start, end) == ranges
+                rows = read_batch(source, ranges)
+            sink += rows
+            driver.commit(end)
+            start = end
+            time.sleep(0.05)
+        driver.close()
+    finally:
+        for writer in writers:
+            writer.stopped.set()
+            writer.join(30)
+    assert all(writer.failure is None for writer in writers)
+    assert {row["table"] for row in sink} == {"shop.orders", "shop.order_lines"}
+    assert {row["op"] for row in sink} >= {"r", "c", "u", "d"}
+    with postgres.connect(postgres_database) as db:
+        for table in ORDER_TABLES:
+            rebuilt = rebuild_items(rows_of(sink, table))
+            assert rebuilt == dict(db.execute(f"SELECT id, v FROM shop.{table}").fetchall())
+        (published,) = db.execute(
+            "SELECT array_agg(tablename::text ORDER BY tablename) FROM pg_publication_tables "
+            "WHERE pubname = 'to_the_lake_publication'"
+        ).fetchone()
+    assert published == ["order_lines", "orders"]
+
+
+def test_a_table_created_later_that_matches_is_reported_and_refused_at_restart(
+    postgres: PostgresServer, postgres_database: str, tmp_path: Path, caplog: Any
+) -> None:
+    make_shop(postgres, postgres_database)
+    given = shop_options(postgres, postgres_database, tmp_path, startupMode="latest-offset")
+    del given["snapshotLocation"]
+    source, _ = PostgresChangesSource.from_spark_options(given)
+    driver = StreamCoordinator(source, AdmissionLimits())
+    start = spark_json(driver.initial_offset())
+    end = spark_json(driver.latest_offset(start, limited=True))
+    driver.commit(end)
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE TABLE shop.order_notes (id bigint PRIMARY KEY)")
+    with caplog.at_level(logging.WARNING, logger="enumerators.postgres_stream"):
+        driver.latest_offset(end, limited=True)
+    metrics = driver.report()["metrics"]  # type: ignore[index]
+    driver.close()
+    assert "table shop.order_notes matches the tables option but is not captured" in caplog.text
+    assert metrics["tablesNotCaptured"] == 1
+
+    with pytest.raises(InvalidOptionError) as refused:  # the stream's publication says so
+        PostgresChangesSource.from_spark_options(given)
+    assert str(refused.value).startswith(
+        "Option 'tables' of splitsource.postgres_changes: it names shop.order_notes, which the "
+        "stream's publication to_the_lake_publication does not publish"
+    )
+    assert "set tables to shop.order_lines, shop.orders" in str(refused.value)
+
+    given["publicationName"] = "to_the_lake_publication"  # as if the user had made it
+    with postgres.connect(postgres_database) as db:
+        db.execute("ALTER PUBLICATION to_the_lake_publication ADD TABLE shop.order_notes")
+    restarted_source, _ = PostgresChangesSource.from_spark_options(given)
+    restarted = StreamCoordinator(restarted_source, AdmissionLimits())
+    try:
+        with pytest.raises(InvalidOptionError) as refused:  # the stream's state says so
+            restarted.latest_offset(end, limited=True)
+    finally:
+        restarted.close()
+    assert str(refused.value).startswith(
+        "Option 'tables' of splitsource.postgres_changes: it now names shop.order_notes, which "
+        "this checkpoint's stream did not start with"
+    )
+    assert "set tables to shop.order_lines, shop.orders" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"dbtable": "shop.orders"},
+            "Option 'tables' of splitsource.postgres_changes: a stream reads dbtable (one "
+            "table) or tables (a list of tables and patterns); both are given",
+        ),
+        (
+            {"tables": "shop.orders, shop.nothing_*"},
+            "Option 'tables' of splitsource.postgres_changes: the pattern 'shop.nothing_*' "
+            "matches no table the role can see",
+        ),
+        (
+            {"tables": "shop.orders,,shop.customers"},
+            "Option 'tables' of splitsource.postgres_changes: 'shop.orders,,shop.customers' "
+            "has an empty entry",
+        ),
+        (
+            {"tables": "shop.orders, shop.missing"},
+            "Option 'tables' of splitsource.postgres_changes: there is no table "
+            "'shop.missing' that the role can see",
+        ),
+        (
+            {"tables": "shop.*"},
+            "Option 'chunkKeyColumn' of splitsource.postgres_changes: table shop.keyless has "
+            "no primary key; set chunkKeyColumn",
+        ),
+        (
+            {"tables": "shop.order*", "publicationName": "only_orders"},
+            "Option 'publicationName' of splitsource.postgres_changes: the publication "
+            "only_orders does not publish shop.order_lines, so their changes would never "
+            'reach the stream; run ALTER PUBLICATION "only_orders" ADD TABLE "shop"."order_lines"',
+        ),
+    ],
+)
+def test_tables_that_cannot_be_captured_are_refused_naming_the_option(
+    postgres: PostgresServer,
+    postgres_database: str,
+    tmp_path: Path,
+    given: dict[str, str],
+    message: str,
+) -> None:
+    make_shop(postgres, postgres_database)
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE TABLE shop.keyless (v bigint)")
+        db.execute("CREATE PUBLICATION only_orders FOR TABLE shop.orders")
+    with pytest.raises(InvalidOptionError) as refused:
+        PostgresChangesSource.from_spark_options(
+            {**shop_options(postgres, postgres_database, tmp_path), **given}
+        )
+    assert str(refused.value).startswith(message)
