@@ -20,27 +20,34 @@ and ends with ``ratio splitsource/spark-jdbc: X.XX`` (above 1.00 ours is faster;
 Wall times mean little on a machine that other jobs share, so each run also counts the
 CPU seconds the read cost: of Spark's process tree (the driver JVM and its Python
 workers) and of the server's (the postmaster and its backends), from ``/proc``. Their
-medians are printed, and ``cpu ratio splitsource/spark-jdbc: X.XX`` (CPU seconds of
-Spark's over ours, both trees counted: above 1.00 ours costs less).
+medians are printed, Spark's with the part of its Python workers in brackets, and ``cpu
+ratio splitsource/spark-jdbc: X.XX`` (CPU seconds of Spark's over ours, both trees
+counted: above 1.00 ours costs less).
 
 A third reader, the *floor* (:class:`FloorSource`), makes the same columns and rows in
 memory in each task (numpy and Arrow, no server) and yields them to Spark as ours does:
 what any Python data source pays to hand these columns to Spark, before reading them
-from anywhere. Its CPU seconds are printed as ``floor python-source cpu``
-(``--no-floor`` leaves it out).
+from anywhere. Like ours, it freezes its worker's garbage collector (``gc.freeze``, see
+``readers/postgres.py``) at its first task; Spark's workers are shared by all three
+readers, and a floor that did not would be measured with ours' freeze or without it,
+depending on which read ran first in a worker. Its CPU seconds are printed as ``floor
+python-source cpu`` (``--no-floor`` leaves it out).
 
 Run it from the project root (needs the ``postgres`` extra; Maven fetches the JDBC
 driver once)::
 
     .venv/bin/python benchmarks/bench_postgres_snapshot.py [--rows N] [--runs K]
         [--chunk-size C] [--partitions P] [--fetch-size F] [--no-floor]
+        [--option NAME=VALUE ...]
 
-``--partitions`` is Spark's ``numPartitions`` (default: as many as our chunks).
+``--partitions`` is Spark's ``numPartitions`` (default: as many as our chunks);
+``--option`` gives ours any read option (``maxRecordsPerBatch=65536``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 import statistics
@@ -80,6 +87,8 @@ class FloorReader(DataSourceReader):
         return [InputPartition(index) for index in range(self.count)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not gc.get_freeze_count():  # as ours does: see readers/postgres.py
+            gc.freeze()
         share = -(-self.rows // self.count)
         low = partition.value * share + 1
         ids = np.arange(low, min(low + share, self.rows + 1), dtype=np.int64)
@@ -106,17 +115,20 @@ class FloorSource(DataSource):
         return FloorReader(int(self.options["rows"]), int(self.options["partitions"]))
 
 
-def tree_cpu(root: int) -> float:
+def tree_cpu(root: int) -> tuple[float, float]:
     """CPU seconds of process ``root`` and every living process below it, with the children
-    each has waited for."""
-    total = 0.0
+    each has waited for: in all, and of the Python processes among them."""
+    total = python = 0.0
     for pid in (root, *descendants(root)):
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            stat = Path(f"/proc/{pid}/stat").read_text()
         except FileNotFoundError:
             continue
-        total += sum(int(value) for value in fields[11:15]) / _TICKS  # utime .. cstime
-    return total
+        name, fields = stat.split("(", 1)[1].rsplit(")", 1)
+        seconds = sum(int(value) for value in fields.split()[11:15]) / _TICKS  # utime .. cstime
+        total += seconds
+        python += seconds if name.startswith("python") else 0.0
+    return total, python
 
 
 def parse_args() -> argparse.Namespace:
@@ -127,6 +139,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=None, help="Spark's numPartitions")
     parser.add_argument("--fetch-size", type=int, default=10_000, help="Spark's fetchsize")
     parser.add_argument("--no-floor", action="store_true", help="leave the floor out")
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="NAME=VALUE", help="ours, any option"
+    )
     return parser.parse_args()
 
 
@@ -157,6 +172,7 @@ def readers(
     }
     if args.chunk_size is not None:
         ours["chunkSize"] = str(args.chunk_size)
+    ours.update(option.split("=", 1) for option in args.option)
     chunk_size = args.chunk_size or DEFAULT_CHUNK_SIZE
     partitions = args.partitions or max(1, math.ceil(args.rows / chunk_size))
     jdbc = {
@@ -187,27 +203,32 @@ def measure(
     server: PostgresServer,
     frames: dict[str, Callable[[], DataFrame]],
     args: argparse.Namespace,
-) -> dict[str, list[tuple[float, float, float]]]:
-    """Per reader, each timed run's (wall seconds, Spark's CPU seconds, the server's)."""
+) -> dict[str, list[tuple[float, float, float, float]]]:
+    """Per reader, each timed run's (wall seconds, Spark's CPU seconds, those of Spark's Python
+    workers, the server's)."""
     for name, frame in frames.items():  # warm-up: each reads every row
         counted = frame().count()
         if counted != args.rows:
             raise SystemExit(f"{name} read {counted:,} rows, not {args.rows:,}")
     driver = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
     postmaster = int((server.data_directory / "postmaster.pid").read_text().split()[0])
-    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in frames}
+    runs: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in frames}
     for run in range(1, args.runs + 1):
         for name in run_order(list(frames), run):
             settle(spark)
-            spark_cpu, server_cpu = tree_cpu(driver), tree_cpu(postmaster)
+            spark_before, server_before = tree_cpu(driver), tree_cpu(postmaster)
             began = time.perf_counter()
             frames[name]().write.format("noop").mode("overwrite").save()
             wall = time.perf_counter() - began
-            spark_cpu, server_cpu = tree_cpu(driver) - spark_cpu, tree_cpu(postmaster) - server_cpu
-            runs[name].append((wall, spark_cpu, server_cpu))
+            spark_after, server_after = tree_cpu(driver), tree_cpu(postmaster)
+            spark_cpu, python_cpu = (
+                after - before for after, before in zip(spark_after, spark_before, strict=True)
+            )
+            server_cpu = server_after[0] - server_before[0]
+            runs[name].append((wall, spark_cpu, python_cpu, server_cpu))
             print(
-                f"run {run} {name}: {wall:.2f} s, cpu {spark_cpu:.2f} s Spark + "
-                f"{server_cpu:.2f} s server",
+                f"run {run} {name}: {wall:.2f} s, cpu {spark_cpu:.2f} s Spark "
+                f"({python_cpu:.2f} s Python) + {server_cpu:.2f} s server",
                 flush=True,
             )
     return runs
@@ -231,12 +252,13 @@ def main() -> None:
     rates, cpus = {}, {}
     for name, measured in runs.items():
         wall = statistics.median(run[0] for run in measured)
-        spark_cpu = statistics.median(run[1] for run in measured)
-        server_cpu = statistics.median(run[2] for run in measured)
+        spark_cpu, python_cpu, server_cpu = (
+            statistics.median(run[part] for run in measured) for part in (1, 2, 3)
+        )
         rates[name], cpus[name] = args.rows / wall, spark_cpu + server_cpu
         print(
             f"{name}: median {wall:.2f} s, {rates[name]:,.0f} rows/s; cpu {spark_cpu:.2f} s "
-            f"Spark + {server_cpu:.2f} s server"
+            f"Spark ({python_cpu:.2f} s Python) + {server_cpu:.2f} s server"
         )
     if "floor" in cpus:
         print(f"floor python-source cpu: {cpus['floor']:.2f} s")
