@@ -5,6 +5,7 @@ described again mid-call, tables interleaved), and the chunk filter over runs.""
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -158,7 +159,11 @@ def test_the_chunk_filter_keeps_what_each_key_s_chunk_did_not_see() -> None:
     messages += [insert(3, key, "v") for key in ("1", "12", None)]
     messages += [delete(3, "2", None), begin(60, 6), insert(3, "3", "v"), insert(3, "30", "v")]
     (run,) = PgoutputDecoder().decode_runs(messages)
-    assert keep.keeps(run).tolist() == [False, True, False, False, True, True]
+    assert keep.keeps(run, 1 << 63).tolist() == [False, True, False, False, True, True]
+    assert keep.keeps(run, 50).tolist() == [True] * 6  # past the snapshot: every change
+    # a table added at a restart (decision 67): before `since` every change is in its chunks
+    added = ChunkFilter({"public.t": replace(chunks, since=55, until=1 << 63)}, next_xid=100)
+    assert added.keeps(run, 0).tolist() == [False, False, False, False, True, True]
 
 
 class Peek:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from enumerators.postgres_additions import TableAddition
 from enumerators.postgres_stream import (
     STARTUP_MODES,
     PostgresStreamState,
@@ -33,7 +34,14 @@ GOLDEN_STATE_V2 = replace(
     GOLDEN_STATE, startup_mode="snapshot", skipped_wal=2**32 + 5, slots_replaced=7
 )
 """The value of tests/golden/postgres_changes_state_v2.bin."""
-GOLDEN_STATE_V3 = replace(GOLDEN_STATE_V2, tables=("public.items", "shop.order lines"))
+GOLDEN_STATE_V3 = replace(
+    GOLDEN_STATE_V2,
+    tables=("public.items", "shop.order lines", "shop.notes"),
+    additions=(
+        TableAddition(("shop.order lines",), 0x17_00000000, 2**40 + 9, 0x17_00100000),
+        TableAddition(("shop.notes",), 0x18_00000000, 2**40 + 12),
+    ),
+)
 """The value of tests/golden/postgres_changes_state_v3.bin."""
 
 
@@ -221,6 +229,16 @@ states = st.builds(
     skipped_wal=st.integers(0, (1 << 64) - 1),
     slots_replaced=st.integers(0, (1 << 32) - 1),
     tables=st.none() | st.lists(st.text(max_size=40), max_size=4).map(tuple),
+    additions=st.lists(
+        st.builds(
+            TableAddition,
+            st.lists(st.text(max_size=20), min_size=1, max_size=3).map(tuple),
+            st.integers(0, (1 << 64) - 1),
+            st.integers(0, (1 << 64) - 1),
+            st.none() | st.integers(0, (1 << 64) - 1),
+        ),
+        max_size=3,
+    ).map(tuple),
 )
 
 

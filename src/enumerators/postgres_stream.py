@@ -44,10 +44,20 @@ from typing import Any
 
 from enumerators.base import CompletedCheckpoint, SplitEnumerator
 from enumerators.postgres import chunk_boundaries, cut_chunks
+from enumerators.postgres_additions import (
+    NEXT_XID,
+    TableAddition,
+    addition_point,
+    pack_additions,
+    pack_names,
+    publish,
+    unpack_additions,
+    unpack_names,
+)
 from enumerators.postgres_log_cap import changes_ahead
 from enumerators.record_index import RecordIndex, RecordsFound, RecordsWanted
 from readers.postgres_chunk_store import ChunkStore
-from readers.postgres_log import ChunkFilter
+from readers.postgres_log import ChunkFilter, TableChunks
 from sources.errors import CorruptDataError, DataLossError, InvalidOptionError
 from sources.postgres_catalog import quote_identifier
 from sources.postgres_checks import SlotClaim
@@ -80,7 +90,6 @@ STARTUP_MODES = (INITIAL, LATEST_OFFSET, SNAPSHOT)
 index is their code in the state (version 2)."""
 
 _LOG = logging.getLogger(__name__)
-_NEXT_XID = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
 
 
 @dataclass(frozen=True)
@@ -89,8 +98,8 @@ class PostgresStreamState:
     (``None`` before), the tables' chunks once cut (``None`` before), the places among them
     of those not handed out, whether the log split was handed out, the ``startupMode`` it
     started in, the WAL skipped when a lost slot was replaced (bytes, and how many times),
-    and the tables it captures (``schema.name``; ``None`` before it starts, and in a state
-    of version 1 or 2, which did not record them)."""
+    the tables it captures (``schema.name``; ``None`` before it starts, and in a state of
+    version 1 or 2, which did not record them), and the tables restarts added to it."""
 
     start_lsn: int | None = None
     next_xid: int = 0
@@ -101,6 +110,7 @@ class PostgresStreamState:
     skipped_wal: int = 0
     slots_replaced: int = 0
     tables: tuple[str, ...] | None = None
+    additions: tuple[TableAddition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,9 @@ class StreamSettings:
     startup_mode: str = INITIAL
     fail_on_data_loss: bool = True
     patterns: TablePatterns = NO_PATTERNS
+    adds_tables: bool = False
+    """Whether a restart captures tables that ``tables`` names and the stream did not start
+    with (a stream of ``tables``), or refuses them (one of ``dbtable``)."""
 
     @property
     def shown(self) -> str:
@@ -159,10 +172,10 @@ class PostgresStreamEnumerator(
                 f"started with; restart it with startupMode {self._state.startup_mode}, or "
                 f"start {settings.startup_mode} with a new checkpoint and stateLocation",
             )
-        if started:
-            self._check_tables()
         if settings.startup_mode == SNAPSHOT:  # no log: no slot, nothing to claim
-            if not started:
+            if started:
+                self._add_tables()
+            else:
                 self._state = self._cut(slot=False)
             return
         if self._claim is None:  # one stream per slot, for as long as this one runs
@@ -170,26 +183,72 @@ class PostgresStreamEnumerator(
         if started:
             with settings.connection.psycopg() as session:
                 self._check_slot(session)  # a restart after a lost slot failed a read
+            self._add_tables()
             return
         self._state = self._cut(slot=True)
 
-    def _check_tables(self) -> None:
-        """Fail naming ``tables`` if it now names tables the stream did not start with: their
-        rows from before would be missing (a stream captures the tables it started with)."""
-        settings, started_with = self._settings, self._state.tables
-        if started_with is None:
+    def _add_tables(self) -> None:
+        """Capture the tables ``tables`` names now and the stream did not start with, each
+        addition at a point of its own (:mod:`enumerators.postgres_additions`); a stream of
+        ``dbtable`` refuses another table."""
+        settings, state = self._settings, self._state
+        if state.tables is None:  # a state of version 1 or 2: one table, as dbtable names it
             return
-        added = [t.qualified for t in settings.tables if t.qualified not in started_with]
-        if added:
+        added = [t for t in settings.tables if t.qualified not in state.tables]
+        if not added:
+            return
+        names = tuple(table.qualified for table in added)
+        if not settings.adds_tables:
             raise InvalidOptionError(
                 settings.format_name,
-                "tables",
-                f"it now names {', '.join(added)}, which this checkpoint's stream did not "
-                "start with, and a stream captures the tables it started with; to restart it "
-                f"as it was, set tables to {', '.join(started_with)}; capture the others in a "
-                "stream of their own, or start this one again with a new checkpoint, "
-                "stateLocation and slotName (it takes a new snapshot)",
+                "dbtable",
+                f"it names {', '.join(names)}, and this checkpoint's stream reads "
+                f"{', '.join(state.tables)}; restart it with that dbtable, or read "
+                f"{', '.join(names)} with a new checkpoint, stateLocation and slotName",
             )
+        session: Any
+        with settings.connection.psycopg() as session:
+            if settings.startup_mode != SNAPSHOT:
+                publish(session, settings.publication, added)
+            start_lsn, next_xid = addition_point(session)
+            chunks = (
+                ()
+                if settings.startup_mode == LATEST_OFFSET
+                else _chunks_of(session, added, settings.chunk_size)
+            )
+        first = len(state.chunks or ())
+        additions = state.additions
+        if chunks:
+            additions = (*additions, TableAddition(names, start_lsn, next_xid))
+        _LOG.info(
+            "%s: capturing %s, which the stream did not start with, from WAL position %s "
+            "(%d chunks)",
+            settings.format_name,
+            ", ".join(names),
+            lsn_text(start_lsn),
+            len(chunks),
+        )
+        self._state = replace(
+            state,
+            chunks=(*(state.chunks or ()), *chunks),
+            pending=state.pending | frozenset(range(first, first + len(chunks))),
+            tables=(*state.tables, *names),
+            additions=additions,
+        )
+        if chunks and state.log_started:
+            self._publish_pending(added, start_lsn)
+
+    def _publish_pending(self, added: Sequence[CapturedTable], start_lsn: int) -> None:
+        """Extend the published chunk filter with ``added``, whose chunks are not read yet:
+        the log drops their changes before ``start_lsn`` (they are in the chunks) and holds
+        there until the chunks are read."""
+        store = ChunkStore(self._settings.store_url or "")
+        published = ChunkFilter.from_json(store.read_filter())
+        for table in added:
+            published = published.with_table(
+                table.qualified, TableChunks(table.key_index, (), (), since=start_lsn)
+            )
+        store.replace_filter(published.to_json())
 
     def _cut(self, slot: bool) -> PostgresStreamState:
         """The state of a stream that starts now: its start LSN and next xid (with ``slot``
@@ -201,24 +260,10 @@ class PostgresStreamEnumerator(
             if slot:
                 start_lsn, next_xid = self._adopt_slot(session)
             else:
-                (position,) = session.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
-                start_lsn = lsn_number(position)
-                (next_xid,) = session.execute(_NEXT_XID).fetchone()
+                start_lsn, next_xid = addition_point(session)
             chunks: tuple[TableChunkSplit, ...] = ()
             if settings.startup_mode != LATEST_OFFSET:
-                chunks = tuple(
-                    chunk
-                    for table in settings.tables
-                    for chunk in cut_chunks(
-                        table.qualified,
-                        chunk_boundaries(
-                            session,
-                            table.description.sql,
-                            quote_identifier(table.key_column),
-                            settings.chunk_size,
-                        ),
-                    )
-                )
+                chunks = _chunks_of(session, settings.tables, settings.chunk_size)
         return PostgresStreamState(
             start_lsn,
             next_xid,
@@ -235,12 +280,13 @@ class PostgresStreamEnumerator(
         room = len(state.chunks) + 1 if max_splits is None else max_splits
         handed = sorted(state.pending)[:room]
         taken: list[PostgresStreamSplit] = [
-            StreamChunkSplit(state.chunks[index], state.start_lsn, state.next_xid)
+            StreamChunkSplit(state.chunks[index], *self._point_of(state.chunks[index].table))
             for index in handed
         ]
         pending = state.pending - set(handed)
         self._chunks_reading += len(taken)
         self._chunks_in_flight = self._chunks_in_flight or bool(taken)  # until told otherwise
+        state = self._state = self._completed(replace(state, pending=pending))
         log_ready = not pending and not self._chunks_in_flight
         log_ready = log_ready and not state.log_started and state.startup_mode != SNAPSHOT
         log_started = state.log_started
@@ -317,7 +363,13 @@ class PostgresStreamEnumerator(
         self._server_position = end
         # The log before it starts: where it ends is known once the chunks are read.
         waiting = not self._state.log_started
-        return {s.split_id: end for s in splits if not (waiting and isinstance(s, LogSplit))}
+        holds = [a.start_lsn for a in self._state.additions if a.until is None]
+        log_end = min([end, *holds])  # while added tables' chunks are read: see the module
+        return {
+            s.split_id: log_end if isinstance(s, LogSplit) else end
+            for s in splits
+            if not (waiting and isinstance(s, LogSplit))
+        }
 
     def _report_new_tables(self, session: Any) -> None:
         """Log a WARNING, once a run, for each table that matches ``tables`` and that the
@@ -329,10 +381,9 @@ class PostgresStreamEnumerator(
         }
         for table in sorted(matching - captured - self._not_captured):
             _LOG.warning(
-                "%s: table %s matches the tables option but is not captured: a stream "
-                "captures the tables that matched when it first started. To capture it, "
-                "read it in a stream of its own (or start this one again with a new "
-                "checkpoint, stateLocation and slot, which takes a new snapshot)",
+                "%s: table %s matches the tables option and is not captured yet: a running "
+                "stream keeps its tables. Restart the query to capture it: the restart "
+                "snapshots it, then reads its changes from the log",
                 self._settings.format_name,
                 table,
             )
@@ -448,44 +499,108 @@ class PostgresStreamEnumerator(
             ).fetchone()
             if row is not None and lsn_number(row[0]) < position:
                 advance_slot(session, split.slot, position)
-        if position >= split.filter_until and self._state.chunks:
+        passed = [
+            chunk
+            for chunk in self._state.chunks or ()
+            if position >= self._until_of(chunk.table, split.filter_until)
+        ]
+        if passed:
             assert self._settings.store_url is not None
             store = ChunkStore(self._settings.store_url)
-            for chunk in self._state.chunks:
+            for chunk in passed:
                 store.delete(chunk.split_id)
 
     def _log_split(self, state: PostgresStreamState) -> LogSplit:
         """The log from the start LSN, its chunk filter published for the readers (none
         without chunks: ``filter_until`` 0)."""
         assert state.start_lsn is not None and state.chunks is not None
+        settings = self._settings
         if not state.chunks:
-            settings = self._settings
             return LogSplit(settings.slot, settings.publication, state.start_lsn, None, 0)
-        assert self._settings.store_url is not None
-        store = ChunkStore(self._settings.store_url)
-        stamps = {chunk.split_id: store.read_stamp(chunk.split_id) for chunk in state.chunks}
+        assert settings.store_url is not None
+        chunk_filter, highs = self._filter_of(state.chunks)
+        ChunkStore(settings.store_url).publish_filter(chunk_filter.to_json())
+        filter_until = max(
+            (highs[c.split_id] for c in state.chunks if self._addition_of(c.table) is None),
+            default=0,
+        )
+        return LogSplit(settings.slot, settings.publication, state.start_lsn, None, filter_until)
+
+    def _filter_of(self, chunks: Sequence[TableChunkSplit]) -> tuple[ChunkFilter, dict[str, int]]:
+        """The chunk filter of ``chunks`` (read, each with its published copy), a table added
+        at a restart with its own ``since`` and ``until``; and the WAL position each chunk
+        was read before, by split id."""
+        settings, state = self._settings, self._state
+        store = ChunkStore(settings.store_url or "")
+        stamps = {chunk.split_id: store.read_stamp(chunk.split_id) for chunk in chunks}
         missing = [split_id for split_id, stamp in stamps.items() if stamp is None]
         if missing:
             raise DataLossError(
-                f"the snapshot chunks {missing} of {self._settings.shown} are gone "
-                f"from {self._settings.store_url} before the log took over; start the stream "
+                f"the snapshot chunks {missing} of {settings.shown} are gone "
+                f"from {settings.store_url} before the log took over; start the stream "
                 "again from a new checkpoint (and a new slot)"
             )
-        read = [(chunk, stamps[chunk.split_id]) for chunk in state.chunks]
-        key_indexes = {
-            table.qualified: [c.name for c in table.description.columns].index(table.key_column)
-            for table in self._settings.tables
-        }
-        chunk_filter = ChunkFilter.of(
-            [(chunk, stamp[0]) for chunk, stamp in read if stamp is not None],
+        key_indexes = {table.qualified: table.key_index for table in settings.tables}
+        found = ChunkFilter.of(
+            [(chunk, stamp[0]) for chunk in chunks if (stamp := stamps[chunk.split_id])],
             key_indexes,
             state.next_xid,
         )
-        store.publish_filter(chunk_filter.to_json())
-        filter_until = max(stamp[1] for _, stamp in read if stamp is not None)
-        return LogSplit(
-            self._settings.slot, self._settings.publication, state.start_lsn, None, filter_until
+        highs = {split_id: stamp[1] for split_id, stamp in stamps.items() if stamp is not None}
+        for table, table_chunks in found.tables.items():
+            addition = self._addition_of(table)
+            if addition is not None:
+                until = max(highs[c.split_id] for c in chunks if c.table == table)
+                found = found.with_table(
+                    table, replace(table_chunks, since=addition.start_lsn, until=until)
+                )
+        return found, highs
+
+    def _completed(self, state: PostgresStreamState) -> PostgresStreamState:
+        """``state`` with each addition whose chunks are all read complete: its ``until``
+        set and, once the log runs, the published chunk filter extended with its tables (the
+        log then reads on past the addition's start)."""
+        if self._chunks_in_flight or not any(a.until is None for a in state.additions):
+            return state
+        pending_tables = (
+            {state.chunks[index].table for index in state.pending} if state.chunks else set()
         )
+        additions = []
+        for addition in state.additions:
+            if addition.until is not None or pending_tables & set(addition.tables):
+                additions.append(addition)
+                continue
+            chunks = [c for c in state.chunks or () if c.table in addition.tables]
+            added, highs = self._filter_of(chunks)
+            if state.log_started:
+                store = ChunkStore(self._settings.store_url or "")
+                published = ChunkFilter.from_json(store.read_filter())
+                for table in addition.tables:
+                    published = published.with_table(table, added.tables[table])
+                store.replace_filter(published.to_json())
+            additions.append(replace(addition, until=max(highs.values())))
+        return replace(state, additions=tuple(additions))
+
+    def _addition_of(self, table: str) -> TableAddition | None:
+        """The addition that added ``table`` at a restart, or ``None``."""
+        return next((a for a in self._state.additions if table in a.tables), None)
+
+    def _point_of(self, table: str) -> tuple[int, int]:
+        """The start LSN and next xid ``table``'s chunks are read at: its addition's, else
+        the stream's."""
+        addition = self._addition_of(table)
+        if addition is not None:
+            return addition.start_lsn, addition.next_xid
+        assert self._state.start_lsn is not None
+        return self._state.start_lsn, self._state.next_xid
+
+    def _until_of(self, table: str, filter_until: int) -> int:
+        """The log position past which no change of ``table`` is filtered: its addition's
+        ``until`` (never while its chunks are read), else the log split's."""
+        addition = self._addition_of(table)
+        if addition is None:
+            return filter_until
+        return addition.until if addition.until is not None else 1 << 64
 
     def _adopt_slot(self, session: Any) -> tuple[int, int]:
         """The slot's start LSN and the next transaction id, the publication and the slot
@@ -511,7 +626,7 @@ class PostgresStreamEnumerator(
             start = lsn_number(created)
         else:
             start = lsn_number(row[0])
-        (next_xid,) = session.execute(_NEXT_XID).fetchone()
+        (next_xid,) = session.execute(NEXT_XID).fetchone()
         return start, next_xid
 
 
@@ -523,8 +638,9 @@ _FLAGS_STARTED, _FLAGS_CUT, _FLAGS_LOG = 1, 2, 4
 
 class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamState]):
     """Version 3: version 2's layout, then the count of tables captured (uint16; 0xFFFF
-    for none recorded yet) and each ``schema.name`` (uint16 length, UTF-8). Reads versions
-    1 and 2 too, without tables.
+    for none recorded yet) and each ``schema.name`` (uint16 length, UTF-8), then the tables
+    added at restarts (:func:`~enumerators.postgres_additions.pack_additions`). Reads
+    versions 1 and 2 too, without tables and additions.
 
     Version 2: version 1's layout, then the startup mode (uint8, its index in
     :data:`STARTUP_MODES`), the bytes of WAL skipped (uint64) and the slots replaced
@@ -554,6 +670,7 @@ class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamStat
             + b"".join(struct.pack(">I", index) for index in pending)
             + struct.pack(_HEADER_V2_TAIL, mode, obj.skipped_wal, obj.slots_replaced)
             + _pack_tables(obj.tables)
+            + pack_additions(obj.additions)
         )
 
     def deserialize(self, version: int, data: bytes) -> PostgresStreamState:
@@ -569,7 +686,11 @@ class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamStat
             chunks.append(chunk)
         tail = struct.calcsize(_HEADER_V2_TAIL) if version >= 2 else 0
         tables_at = at + 4 * pending_count + tail
-        tables, end = _unpack_tables(data, tables_at) if version == 3 else (None, tables_at)
+        tables, end = None, tables_at
+        additions: tuple[TableAddition, ...] = ()
+        if version == 3:
+            tables, end = _unpack_tables(data, tables_at)
+            additions, end = unpack_additions(data, end)
         if end != len(data):
             raise CorruptDataError(
                 f"postgres stream state announces {count} chunks and {pending_count} pending "
@@ -593,33 +714,35 @@ class PostgresStreamStateSerializer(SimpleVersionedSerializer[PostgresStreamStat
             skipped,
             replaced,
             tables,
+            additions,
         )
 
 
-def _pack_tables(tables: tuple[str, ...] | None) -> bytes:
-    if tables is None:
-        return struct.pack(">H", _TABLES_UNKNOWN)
-    names = [name.encode() for name in tables]
-    return struct.pack(">H", len(names)) + b"".join(
-        struct.pack(">H", len(name)) + name for name in names
+def _chunks_of(
+    session: Any, tables: Sequence[CapturedTable], chunk_size: int
+) -> tuple[TableChunkSplit, ...]:
+    """The chunks of ``tables``, table by table, each cut by its key on the server."""
+    return tuple(
+        chunk
+        for table in tables
+        for chunk in cut_chunks(
+            table.qualified,
+            chunk_boundaries(
+                session, table.description.sql, quote_identifier(table.key_column), chunk_size
+            ),
+        )
     )
+
+
+def _pack_tables(tables: tuple[str, ...] | None) -> bytes:
+    return struct.pack(">H", _TABLES_UNKNOWN) if tables is None else pack_names(tables)
 
 
 def _unpack_tables(data: bytes, at: int) -> tuple[tuple[str, ...] | None, int]:
     """The tables version 3 records from ``at``, and where they end."""
     try:
-        (count,) = struct.unpack_from(">H", data, at)
-        at += 2
-        if count == _TABLES_UNKNOWN:
-            return None, at
-        names = []
-        for _ in range(count):
-            (length,) = struct.unpack_from(">H", data, at)
-            name = data[at + 2 : at + 2 + length]
-            if len(name) != length:
-                raise CorruptDataError(f"a table name announces {length} bytes")
-            names.append(name.decode())
-            at += 2 + length
+        if struct.unpack_from(">H", data, at)[0] == _TABLES_UNKNOWN:
+            return None, at + 2
+        return unpack_names(data, at)
     except struct.error:
         raise CorruptDataError("postgres stream state ends inside its tables") from None
-    return tuple(names), at

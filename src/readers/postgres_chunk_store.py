@@ -129,6 +129,21 @@ class ChunkStore:
                 target.write(data)
         return bytes(self._fs.cat_file(path))
 
+    def replace_filter(self, data: bytes) -> None:
+        """Publish ``data`` as the log's chunk filter in place of the one published: a
+        filter that gains a table added later (design decision 67). A reader sees the old
+        filter or the new one, whole."""
+        path = posixpath.join(self._root, _FILTER)
+        if not isinstance(self._fs, LocalFileSystem):
+            self._fs.pipe_file(path, data)  # an object store replaces an object whole
+            return
+        temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(temporary, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+
     def read_filter(self) -> bytes:
         """The published chunk filter of the log."""
         return bytes(self._fs.cat_file(posixpath.join(self._root, _FILTER)))

@@ -43,11 +43,16 @@ __all__ = ["MESSAGES_PER_FETCH", "ChunkFilter", "LogReader", "TableChunks"]
 class TableChunks:
     """The chunks of one table as the snapshot read them: the key column's position in the
     table's columns, the keys that start each chunk but the first, and each chunk's
-    snapshot, in key order."""
+    snapshot, in key order. For a table a restart added (design decision 67): ``since``,
+    before which the log's changes of the table are all in its chunks, and ``until``, from
+    which none is (no snapshots yet: its chunks are being read, and the log holds at
+    ``since``). Else ``since`` 0 and ``until`` ``None``: the log split's ``filter_until``."""
 
     key_index: int
     boundaries: tuple[int, ...]
     snapshots: tuple[TransactionSnapshot, ...]
+    since: int = 0
+    until: int | None = None
 
     def chunks_of(self, keys: pa.Array) -> np.ndarray:
         """The index of the chunk that holds each of ``keys`` (a NULL key: the first)."""
@@ -94,6 +99,8 @@ class ChunkFilter:
                 "key_index": chunks.key_index,
                 "boundaries": list(chunks.boundaries),
                 "snapshots": [str(snapshot) for snapshot in chunks.snapshots],
+                **({"since": chunks.since} if chunks.since else {}),
+                **({"until": chunks.until} if chunks.until is not None else {}),
             }
             for name, chunks in self.tables.items()
         }
@@ -108,13 +115,21 @@ class ChunkFilter:
                 table["key_index"],
                 tuple(table["boundaries"]),
                 tuple(TransactionSnapshot.parse(text) for text in table["snapshots"]),
+                table.get("since", 0),
+                table.get("until"),
             )
             for name, table in parsed["tables"].items()
         }
         return cls(tables, parsed["next_xid"])
 
-    def keeps(self, changes: ChangeRun) -> np.ndarray:
-        """Which of ``changes`` are not in the rows their chunks were read with (a mask).
+    def with_table(self, table: str, chunks: TableChunks) -> ChunkFilter:
+        """This filter with ``table``'s chunks (in place of any it had)."""
+        return ChunkFilter({**self.tables, table: chunks}, self.next_xid)
+
+    def keeps(self, changes: ChangeRun, until: int) -> np.ndarray:
+        """Which of ``changes`` are not in the rows their chunks were read with (a mask);
+        from ``until`` (the log split's ``filter_until``, unless the table has its own) on,
+        every change is.
 
         Raises
         ------
@@ -125,6 +140,18 @@ class ChunkFilter:
         chunks = self.tables.get(changes.relation.qualified)
         if chunks is None:
             return np.ones(len(changes), np.bool_)
+        after = changes.lsns >= chunks.since  # before it: in the chunks of a table added later
+        if not chunks.snapshots:
+            if after.any():
+                raise DataLossError(
+                    f"the log reached a change of table {changes.relation.qualified} at LSN "
+                    f"{lsn_text(int(changes.lsns[after][0]))} before the table's snapshot "
+                    "was read; restart the query (it reads the batch again)"
+                )
+            return after
+        later = changes.lsns >= (until if chunks.until is None else chunks.until)
+        if later.all():  # past the snapshot: the usual case once the log has taken over
+            return after
         truncates = changes.ops == ord("t")
         for at in np.flatnonzero(truncates).tolist():
             self._check_truncate(chunks, changes, at)
@@ -143,7 +170,7 @@ class ChunkFilter:
             ],
             np.bool_,
         )
-        return ~seen[inverse.ravel()]
+        return after & (later | ~seen[inverse.ravel()])
 
     def _check_truncate(self, chunks: TableChunks, changes: ChangeRun, at: int) -> None:
         """A truncate that the snapshots of every chunk see, or none does."""
@@ -193,6 +220,7 @@ class LogReader(SplitReader[LogSplit]):
         chunk_filter: Callable[[], ChunkFilter] | None = None,
         known: Iterable[KnownColumns] = (),
         nesting: Nesting = ONE_TABLE,
+        tables_added_later: bool = False,
     ) -> None:
         self._connect = connect
         self._schema = schema
@@ -200,6 +228,9 @@ class LogReader(SplitReader[LogSplit]):
         self._known = {table.table: table for table in known}
         """The stream's tables: a publication of the user's may hold others, left out."""
         self._nesting = nesting
+        self._tables_added_later = tables_added_later
+        """Whether a restart may add tables, whose changes the chunk filter then decides at
+        any position: it is read for every range, not only those before ``filter_until``."""
         self._splits: list[LogSplit] = []
         self._reading: _Reading | None = None
         self._connection: Any = None
@@ -229,7 +260,7 @@ class LogReader(SplitReader[LogSplit]):
                 known.check(run, self._type_of)
         if reading.chunk_filter is not None:
             kept = reading.chunk_filter
-            runs = [_kept(run, (run.lsns >= split.filter_until) | kept.keeps(run)) for run in runs]
+            runs = [_kept(run, kept.keeps(run, split.filter_until)) for run in runs]
         batches = _in_order([run for run in runs if len(run)], self._schema, self._nesting)
         if not reading.done:
             return RecordsBySplit({split.split_id: batches})
@@ -240,7 +271,7 @@ class LogReader(SplitReader[LogSplit]):
         """Start reading ``split``: its messages, and the chunks' filter if it needs it."""
         assert split.end is not None, "a log split is read in bounded ranges"
         chunk_filter = None
-        if split.start < split.filter_until:
+        if split.start < split.filter_until or self._tables_added_later:
             if self._chunk_filter is None:
                 raise ValueError(f"log split {split.split_id} needs the chunks' filter")
             chunk_filter = self._chunk_filter()

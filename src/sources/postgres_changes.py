@@ -193,11 +193,11 @@ class PostgresChangesSource(
             raise InvalidOptionError(cls.format_name(), "snapshotLocation", str(problem)) from None
         connection, tables, patterns = resolve_tables(cls.format_name(), options)
         if slot is not None:
-            given = options["publicationName"]
-            publication = given or f"{slot}_publication"
-            check_change_capture(
-                cls.format_name(), connection, tables, slot, publication, given is None
-            )
+            publication = options["publicationName"]
+            if publication is not None:
+                check_change_capture(cls.format_name(), connection, tables, slot, publication)
+            else:
+                check_change_capture(cls.format_name(), connection, tables, slot)
         tables, since = _described_since(connection, tables)
         return cls(
             connection,
@@ -249,6 +249,7 @@ class PostgresChangesSource(
             self.startup_mode,
             self.fail_on_data_loss,
             self.patterns or NO_PATTERNS,
+            adds_tables=self.patterns is not None,
         )
         return PostgresStreamEnumerator(settings, state)
 
@@ -272,6 +273,7 @@ class PostgresChangesSource(
             lambda: ChunkFilter.from_json(store.read_filter()),
             self.known_columns,
             nesting,
+            tables_added_later=self.patterns is not None and self.snapshot_location is not None,
         )
         return PostgresStreamReader(chunks, log)
 

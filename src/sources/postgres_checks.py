@@ -44,14 +44,12 @@ def check_change_capture(
     connection: PostgresConnection,
     tables: Sequence[CapturedTable],
     slot: str,
-    publication: str,
-    own_publication: bool = False,
+    publication: str | None = None,
 ) -> None:
     """Check that the server decodes its log, the role may use replication slots, Postgres
-    can publish each of ``tables``' updates and deletes, ``publication``, if it exists,
-    publishes each of them, and ``slot`` is free for this stream. ``own_publication``: the
-    stream made ``publication`` when it first started (the user named none), so a table it
-    does not publish is one the stream did not start with.
+    can publish each of ``tables``' updates and deletes, the user's ``publication`` (if
+    named and existing) publishes each of them, and ``slot`` is free for this stream. The
+    stream's own publication gains the tables it lacks when the stream starts.
 
     Raises
     ------
@@ -86,12 +84,13 @@ def check_change_capture(
             )
         for captured in tables:
             _check_identity(format_name, session, captured.description, len(tables) > 1)
-        _check_publication(format_name, session, publication, tables, own_publication)
+        if publication is not None:
+            _check_publication(format_name, session, publication, tables)
         _check_slot(format_name, session, slot, user)
 
 
 def _check_publication(
-    format_name: str, session: Any, publication: str, tables: Sequence[CapturedTable], own: bool
+    format_name: str, session: Any, publication: str, tables: Sequence[CapturedTable]
 ) -> None:
     """A publication that exists publishes every table: the changes of one it leaves out
     would never reach the stream."""
@@ -110,18 +109,6 @@ def _check_publication(
         ).fetchall()
     }
     missing = [table.qualified for table in tables if table.qualified not in published]
-    if missing and own:
-        raise InvalidOptionError(
-            format_name,
-            "tables",
-            f"it names {', '.join(missing)}, which the stream's publication {publication} "
-            "does not publish: the stream started without them, and a stream captures the "
-            f"tables it started with; to restart it as it was, set tables to "
-            f"{', '.join(sorted(published))}; capture the others in a stream of their own, "
-            "or start this one again with a new checkpoint, stateLocation and slotName (it "
-            "takes a new snapshot). If the stream that made the publication was retired, "
-            f"drop the publication: DROP PUBLICATION {quote_identifier(publication)}",
-        )
     if missing:
         raise InvalidOptionError(
             format_name,

@@ -49,6 +49,11 @@ class CapturedTable:
         """``schema.name``."""
         return self.description.qualified
 
+    @property
+    def key_index(self) -> int:
+        """The chunk key's position among the table's columns."""
+        return [column.name for column in self.description.columns].index(self.key_column)
+
 
 @dataclass(frozen=True)
 class TablePatterns:
