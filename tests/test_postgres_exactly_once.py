@@ -109,3 +109,79 @@ def test_driver_sigkills_in_the_snapshot_at_the_handoff_and_in_the_log_lose_noth
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.suffix != ".go":
             assert postgres.password.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.timeout(900)
+def test_a_table_added_at_a_restart_is_exactly_once_through_a_sigkill_in_its_snapshot(
+    spark: Any,
+    postgres: PostgresServer,
+    postgres_database: str,
+    tmp_path: Path,
+    jobs: list[Job],
+) -> None:
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE SCHEMA shop")
+        db.execute("CREATE TABLE shop.orders (id bigint PRIMARY KEY, v bigint NOT NULL)")
+        db.execute(f"INSERT INTO shop.orders SELECT i, 0 FROM generate_series(0, {ROWS - 1}) i")
+    options = {
+        "url": f"postgresql://127.0.0.1:{postgres.port}/{postgres_database}",
+        "user": postgres.user,
+        "password": postgres.password,
+        "tables": "shop.order*",
+        "chunkSize": 300,
+        "maxSplitsPerTrigger": 2,
+        "slotName": "additions",
+        "snapshotLocation": tmp_path / "snapshot",
+        "stateLocation": tmp_path / "state",
+    }
+    checkpoint = tmp_path / "checkpoint"
+
+    def run(name: str, trigger: str) -> Job:
+        jobs.append(Job.start({"goFile": str(tmp_path / f"{name}.go")}, tmp_path / f"{name}.log"))
+        jobs[-1].wait_until_ready(TIMEOUT)
+        jobs[-1].go(
+            json.dumps(job_settings(PostgresChangesSource, options, tmp_path, trigger=trigger))
+        )
+        return jobs[-1]
+
+    writers = [Writer(postgres, postgres_database, pause=0.002, table="shop.orders")]
+    writers[0].start()
+    try:
+        first = run("run-0", "availableNow")  # the snapshot of orders, then its log
+        assert first.wait(TIMEOUT) == 0, first.tail()
+        with postgres.connect(postgres_database) as db:
+            db.execute("CREATE TABLE shop.order_notes (id bigint PRIMARY KEY, v bigint NOT NULL)")
+            db.execute(
+                f"INSERT INTO shop.order_notes SELECT i, 0 FROM generate_series(0, {ROWS - 1}) i"
+            )
+        writers.append(Writer(postgres, postgres_database, pause=0.002, table="shop.order_notes"))
+        writers[1].start()
+        restarted = run("run-1", "continuous")  # it adds order_notes: its chunks, the log held
+        wait_for_job(
+            restarted, lambda: in_flight(checkpoint, "chunks"), TIMEOUT, "order_notes' chunks"
+        )
+        restarted.kill()
+        assert in_flight(checkpoint, "chunks"), "the kill missed the batch of the added chunks"
+    finally:
+        for writer in writers:
+            writer.stopped.set()
+            writer.join(30)
+    assert all(writer.failure is None for writer in writers)
+    last = run("run-2", "availableNow")
+    assert last.wait(TIMEOUT) == 0, last.tail()
+
+    output = spark.read.option("mergeSchema", "true").parquet(str(tmp_path / "output"))
+    rows = [row.asDict(recursive=True) for row in output.collect()]
+    with postgres.connect(postgres_database) as db:
+        for table in ("orders", "order_notes"):
+            mine = [
+                {
+                    **row,
+                    "before": row["before"] and row["before"]["shop"][table],
+                    "after": row["after"] and row["after"]["shop"][table],
+                }
+                for row in rows
+                if row["table"] == f"shop.{table}"
+            ]
+            rebuilt = rebuild_items(mine)
+            assert rebuilt == dict(db.execute(f"SELECT id, v FROM shop.{table}").fetchall())

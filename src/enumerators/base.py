@@ -212,7 +212,7 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
 
         ``Trigger.AvailableNow`` fixes the input of its run when it starts, from the
         splits being read, those ``next_splits`` hands out and these; unbounded ones
-        among them are read up to ``latest_positions`` then, or, where ``latest_positions``
+        among them are read up to ``available_positions`` then, or, where it
         leaves one of these out (its end is known only once it is handed out), up to where
         it stands then. A hybrid source returns the splits of its later sources, whose
         start waits for the earlier ones to end, with the ids they will be handed out
@@ -245,6 +245,28 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
             f"{type(self).__name__} hands out unbounded splits, so it must implement "
             "latest_positions() to say how far they can be read"
         )
+
+    def available_positions(self, splits: Sequence[SplitT]) -> Mapping[str, int]:
+        """Where each unbounded split's input ends now, by split id: what a
+        ``Trigger.AvailableNow`` run reads up to. The default is :meth:`latest_positions`.
+
+        An enumerator that holds a split back for a while (its ``latest_positions`` below
+        where its input ends, as a change stream holds its log while a table added at a
+        restart is snapshotted) answers here where the input ends, so that the run reads
+        it once the hold ends. Called on the driver, once a run, with the splits
+        :meth:`latest_positions` would be asked about.
+
+        Examples
+        --------
+        >>> from enumerators import StaticSplitEnumerator
+        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> class Growing(StaticSplitEnumerator):
+        ...     def latest_positions(self, splits):
+        ...         return {split.split_id: 42 for split in splits}
+        >>> Growing([]).available_positions([NumberSequenceSplit(0, 1, 3)])
+        {'0': 42}
+        """
+        return self.latest_positions(splits)
 
     def pending(self) -> Mapping[str, int]:
         """What this enumerator knows of and has not handed out, as metrics by name.

@@ -351,6 +351,17 @@ class PostgresStreamEnumerator(
         return self._state
 
     def latest_positions(self, splits: Sequence[PostgresStreamSplit]) -> Mapping[str, int]:
+        return self._positions(splits, held=True)
+
+    def available_positions(self, splits: Sequence[PostgresStreamSplit]) -> Mapping[str, int]:
+        """As :meth:`latest_positions`, without holding the log while tables added at a
+        restart are snapshotted: a ``Trigger.AvailableNow`` run reads on once they are."""
+        return self._positions(splits, held=False)
+
+    def _positions(self, splits: Sequence[PostgresStreamSplit], held: bool) -> Mapping[str, int]:
+        """Where the splits can be read to: the log to the server's readable end, with
+        ``held`` no further than the start of an addition whose chunks are being read (see
+        :mod:`enumerators.postgres_additions`)."""
         if self._claim is not None:  # still held, or held again after a server restart
             settings = self._settings
             self._claim = self._claim.renewed(settings.format_name, settings.connection)
@@ -363,8 +374,8 @@ class PostgresStreamEnumerator(
         self._server_position = end
         # The log before it starts: where it ends is known once the chunks are read.
         waiting = not self._state.log_started
-        holds = [a.start_lsn for a in self._state.additions if a.until is None]
-        log_end = min([end, *holds])  # while added tables' chunks are read: see the module
+        holds = [a.start_lsn for a in self._state.additions if held and a.until is None]
+        log_end = min([end, *holds])
         return {
             s.split_id: log_end if isinstance(s, LogSplit) else end
             for s in splits

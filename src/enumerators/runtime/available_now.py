@@ -3,7 +3,7 @@
 At the first planning call of the run, the enumerator makes one discovery and
 the target is fixed: the splits known then (being read, pending, or available
 only later, as a hybrid source's later sources) and, for
-unbounded ones, how far they could be read then. The run reads no other split
+unbounded ones, where their input ends then (``available_positions``). The run reads no other split
 and no split beyond its target position, so it ends.
 
 A split available only later whose position ``latest_positions`` leaves out (its end
@@ -40,7 +40,7 @@ class AvailableNowTarget:
         enumerator.add_splits_back(pending)
         known = [*active, *pending, *enumerator.splits_available_later()]
         unbounded = [split for split in known if split.end_position() is None]
-        positions = dict(enumerator.latest_positions(unbounded)) if unbounded else {}
+        positions = dict(enumerator.available_positions(unbounded)) if unbounded else {}
         return cls(frozenset(split.split_id for split in known), positions)
 
     def includes(self, split: SourceSplit) -> bool:
