@@ -117,7 +117,8 @@ class FloorSource(DataSource):
 
 def tree_cpu(root: int) -> tuple[float, float]:
     """CPU seconds of process ``root`` and every living process below it, with the children
-    each has waited for: in all, and of the Python processes among them."""
+    each has waited for: in all, and of the Python processes among them (with the ended
+    children ``root`` waited for: Spark's driver JVM starts only Python processes)."""
     total = python = 0.0
     for pid in (root, *descendants(root)):
         try:
@@ -125,9 +126,12 @@ def tree_cpu(root: int) -> tuple[float, float]:
         except FileNotFoundError:
             continue
         name, fields = stat.split("(", 1)[1].rsplit(")", 1)
-        seconds = sum(int(value) for value in fields.split()[11:15]) / _TICKS  # utime .. cstime
-        total += seconds
-        python += seconds if name.startswith("python") else 0.0
+        ticks = [int(value) for value in fields.split()[11:15]]  # utime, stime, cutime, cstime
+        total += sum(ticks) / _TICKS
+        if name.startswith("python"):
+            python += sum(ticks) / _TICKS
+        elif pid == root:
+            python += sum(ticks[2:]) / _TICKS
     return total, python
 
 
