@@ -117,15 +117,15 @@ NUMBERS = Workload(
     {"to": 199_999, "splits": 4, "maxRecordsPerTrigger": 5_000},
     last=199_999,
     batches=40,  # of 5,000 numbers, 1,250 from each split; the kills land in the first 15
-    kills=6,
-    min_mid_batch=3,
+    kills=4,
+    min_mid_batch=2,
 )
 FILES = FileWorkload(
     "files",
     {"format": "csv", "header": "true", "maxFilesPerTrigger": 1, "discoveryInterval": "200ms"},
     last=40 * FILE_ROWS - 1,
     batches=40,  # one file each
-    kills=5,
+    kills=4,
     min_mid_batch=1,
     schema="value bigint",
     extra_batches=1,
@@ -155,7 +155,7 @@ KAFKA = KafkaWorkload(
     },
     last=149_999,
     batches=30,  # of up to 5,000 records
-    kills=5,
+    kills=4,
     min_mid_batch=1,
     # Each run may end on a short batch, the first one may be empty, and a cut in event
     # time reads a little less than the 5,000 records a batch may.
