@@ -329,15 +329,24 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
         return HybridState(self._index, state, self._start)
 
     def latest_positions(self, splits: Sequence[HybridSplit]) -> Mapping[str, int]:
+        return self._positions(splits, available=False)
+
+    def available_positions(self, splits: Sequence[HybridSplit]) -> Mapping[str, int]:
+        """Each source's ``available_positions`` for its splits (the AvailableNow target)."""
+        return self._positions(splits, available=True)
+
+    def _positions(self, splits: Sequence[HybridSplit], available: bool) -> Mapping[str, int]:
+        """Each source's answer for its splits: ``available_positions``, else
+        ``latest_positions``."""
         positions: dict[str, int] = {}
         for index in sorted({split.index for split in splits}):
             of_index = {s.split.split_id: s for s in splits if s.index == index}
             inner = [s.split for s in of_index.values()]
             with self._named(index):
                 if index == self._index:
-                    latest = self._inner.latest_positions(inner)
+                    latest = _positions_of(inner, available)(self._inner)
                 else:  # a later source, while AvailableNow fixes its target
-                    latest = self._with_provisional(index, _latest_of(inner))
+                    latest = self._with_provisional(index, _positions_of(inner, available))
             positions.update({of_index[sid].split_id: p for sid, p in latest.items()})
         return positions
 
@@ -393,9 +402,11 @@ class HybridEnumerator(PeriodicSplitEnumerator[HybridSplit, HybridState, tuple[i
             self._inner.close()
 
 
-def _latest_of(
-    splits: Sequence[SourceSplit],
+def _positions_of(
+    splits: Sequence[SourceSplit], available: bool
 ) -> Callable[[SplitEnumerator[Any, Any]], Mapping[str, int]]:
+    if available:
+        return lambda enumerator: enumerator.available_positions(splits)
     return lambda enumerator: enumerator.latest_positions(splits)
 
 
