@@ -11,17 +11,10 @@ the chunk's (design decision 61). Values arrive in the Arrow types of
 :mod:`sources.postgres_catalog`'s mapping: extension types (numeric as text,
 json) are unwrapped to their storage and cast to the declared schema.
 
-The first reader of a process freezes Python's garbage collector on what the process
-holds (:func:`gc.freeze`): Spark's Python worker runs a full collection after every task,
-and over the modules a worker of this source imports (pyspark, pandas, pyarrow, psycopg,
-ADBC: about 106,000 objects) each took 55 ms of CPU, 0.44 s of a read of eight chunks.
-Frozen objects are still freed when nothing refers to them; only a reference cycle among
-them that becomes garbage later stays until the process ends.
 """
 
 from __future__ import annotations
 
-import gc
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
@@ -94,7 +87,6 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
         self._broken = False
         self.snapshots: dict[str, str] = {}
         """The snapshot (``pg_current_snapshot()``, as text) each chunk was read at."""
-        _freeze_once()
 
     def handle_splits_changes(self, change: SplitsAddition[TableChunkSplit]) -> None:
         self._splits.extend(change.splits)
@@ -180,18 +172,6 @@ def _set_up(connection: Any) -> Any:
     for name, value in SESSION_SETTINGS.items():
         cursor.execute(f"SET {name} = '{value}'")
     return cursor
-
-
-_frozen = False
-
-
-def _freeze_once() -> None:
-    """Leave what this process holds now out of every later garbage collection (see the
-    module's docstring); once per process."""
-    global _frozen
-    if not _frozen:
-        gc.freeze()
-        _frozen = True
 
 
 def _quote(name: str) -> str:
