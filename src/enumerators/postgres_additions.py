@@ -32,7 +32,7 @@ from typing import Any
 from sources.errors import CorruptDataError
 from sources.postgres_catalog import quote_identifier
 from sources.postgres_slot import lsn_number
-from sources.postgres_tables import CapturedTable
+from sources.postgres_tables import CapturedTable, published_tables
 
 __all__ = ["TableAddition", "addition_point", "pack_additions", "publish", "unpack_additions"]
 
@@ -56,13 +56,7 @@ class TableAddition:
 
 def publish(session: Any, publication: str, tables: Sequence[CapturedTable]) -> None:
     """Add to ``publication`` those of ``tables`` it does not publish yet."""
-    published = {
-        f"{schema}.{name}"
-        for schema, name in session.execute(
-            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
-            (publication,),
-        ).fetchall()
-    }
+    published = published_tables(session, publication)
     missing = [table.description.sql for table in tables if table.qualified not in published]
     if missing:
         session.execute(

@@ -193,11 +193,14 @@ class PostgresChangesSource(
             raise InvalidOptionError(cls.format_name(), "snapshotLocation", str(problem)) from None
         connection, tables, patterns = resolve_tables(cls.format_name(), options)
         if slot is not None:
-            publication = options["publicationName"]
-            if publication is not None:
-                check_change_capture(cls.format_name(), connection, tables, slot, publication)
-            else:
-                check_change_capture(cls.format_name(), connection, tables, slot)
+            check_change_capture(
+                cls.format_name(),
+                connection,
+                tables,
+                slot,
+                options["publicationName"],
+                "dbtable" if options["dbtable"] is not None else "tables",
+            )
         tables, since = _described_since(connection, tables)
         return cls(
             connection,

@@ -24,7 +24,7 @@ import psycopg
 from sources.errors import InvalidOptionError
 from sources.postgres_catalog import TableDescription, quote_identifier
 from sources.postgres_connection import PostgresConnection
-from sources.postgres_tables import CapturedTable
+from sources.postgres_tables import CapturedTable, published_tables
 
 __all__ = ["CLAIM_WAIT", "SlotClaim", "check_change_capture"]
 
@@ -45,11 +45,13 @@ def check_change_capture(
     tables: Sequence[CapturedTable],
     slot: str,
     publication: str | None = None,
+    table_option: str = "dbtable",
 ) -> None:
     """Check that the server decodes its log, the role may use replication slots, Postgres
     can publish each of ``tables``' updates and deletes, the user's ``publication`` (if
     named and existing) publishes each of them, and ``slot`` is free for this stream. The
     stream's own publication gains the tables it lacks when the stream starts.
+    ``table_option`` is the option that named the tables (``dbtable`` or ``tables``).
 
     Raises
     ------
@@ -83,7 +85,7 @@ def check_change_capture(
                 f'"{role}" REPLICATION, or connect as a role that has it',
             )
         for captured in tables:
-            _check_identity(format_name, session, captured.description, len(tables) > 1)
+            _check_identity(format_name, session, captured.description, table_option)
         if publication is not None:
             _check_publication(format_name, session, publication, tables)
         _check_slot(format_name, session, slot, user)
@@ -101,13 +103,7 @@ def _check_publication(
         is None
     ):
         return  # the stream creates it, for its tables
-    published = {
-        f"{schema}.{name}"
-        for schema, name in session.execute(
-            "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
-            (publication,),
-        ).fetchall()
-    }
+    published = published_tables(session, publication)
     missing = [table.qualified for table in tables if table.qualified not in published]
     if missing:
         raise InvalidOptionError(
@@ -121,14 +117,14 @@ def _check_publication(
         )
 
 
-def _check_identity(format_name: str, session: Any, table: TableDescription, several: bool) -> None:
+def _check_identity(format_name: str, session: Any, table: TableDescription, option: str) -> None:
     (identity,) = session.execute(
         "SELECT relreplident FROM pg_class WHERE oid = to_regclass(%s)", (table.sql,)
     ).fetchone()
     if identity == "n" or (identity == "d" and not table.primary_key):
         raise InvalidOptionError(
             format_name,
-            "tables" if several else "dbtable",
+            option,
             f"table {table.qualified} has no primary key, so Postgres cannot publish "
             "its updates and deletes (and refuses them once it is published); add a "
             f"primary key, or run ALTER TABLE {table.sql} REPLICA IDENTITY FULL",

@@ -24,7 +24,14 @@ from sources.postgres import chunk_key, connect, read_catalog
 from sources.postgres_catalog import TableDescription, describe_table, quote_identifier
 from sources.postgres_connection import PostgresConnection
 
-__all__ = ["NO_PATTERNS", "CapturedTable", "TablePatterns", "matching_tables", "resolve_tables"]
+__all__ = [
+    "NO_PATTERNS",
+    "CapturedTable",
+    "TablePatterns",
+    "matching_tables",
+    "published_tables",
+    "resolve_tables",
+]
 
 _WILDCARDS = frozenset("*?")
 _CANDIDATES = """
@@ -87,6 +94,16 @@ def matching_tables(session: Any, patterns: TablePatterns) -> list[tuple[str, st
         for schema, name in session.execute(_CANDIDATES).fetchall()
         if patterns.match(f"{schema}.{name}")
     ]
+
+
+def published_tables(session: Any, publication: str) -> set[str]:
+    """The tables (``schema.name``) ``publication`` publishes; ``session`` is a psycopg 3
+    connection."""
+    rows = session.execute(
+        "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+        (publication,),
+    ).fetchall()
+    return {f"{schema}.{name}" for schema, name in rows}
 
 
 def resolve_tables(
