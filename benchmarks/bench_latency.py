@@ -20,10 +20,11 @@ and max latency, the batch duration percentiles and the median of each part of a
 as Spark's progress reports it, and ours/Spark of p50 and p99 (below 1.00: faster than
 Spark); for the floor, ours/floor too.
 
-``--max-rate`` then finds the highest rate each reader keeps up with: the rate doubles
-from ``--max-rate`` until the backlog (records produced but not yet in the sink) grows by
-more than one second of input over a ``--step-seconds`` step, and ratios are printed; a
-rate the producer itself cannot reach ends the search for every reader ("producer-bound").
+``--max-rate`` then finds the highest rate each reader keeps up with: the rate grows by
+``--rate-step`` (2: doubles) from ``--max-rate`` until the backlog (records produced but
+not yet in the sink) grows by more than one second of input over a ``--step-seconds``
+step, and ratios are printed; a rate the producer itself cannot reach ends the search for
+every reader ("producer-bound").
 
 ``--soak MINUTES`` instead runs ``splitsource.rate`` (``--soak-rate`` rows/s, a 1 s
 trigger, a Parquet sink, ``stateLocation``) for that long and prints the median batch
@@ -35,7 +36,8 @@ Run it from the project root::
 
     .venv/bin/python benchmarks/bench_latency.py [--rates 1000,10000,100000]
         [--triggers default,'0 seconds'] [--readers spark,splitsource,...]
-        [--warmup 15] [--seconds 180] [--max-rate 25000] [--soak MINUTES]
+        [--warmup 15] [--seconds 180] [--max-rate 25000] [--rate-step 1.25]
+        [--soak MINUTES]
 
 Spark's default trigger is ``ProcessingTime(0)``, the same as ``'0 seconds'``; both are
 there because the issue that asked for this benchmark named both.
@@ -370,11 +372,11 @@ def max_rates(
             if ok and reached:
                 highest[name] = rate
             elif ok:
-                highest.setdefault(name, rate // 2)
+                highest.setdefault(name, int(rate / args.rate_step))
             if not ok or not reached:
                 alive.remove(name)
-        rate *= 2
-    print("\nhighest sustained rate (records/s; doubling steps):")
+        rate = int(rate * args.rate_step)
+    print(f"\nhighest sustained rate (records/s; steps of x{args.rate_step:g}):")
     for name in args.readers:
         mark = " (producer-bound)" if name not in highest or bound else ""
         print(f"  {name:<18} {highest.get(name, 0):>9,}{mark}")
@@ -448,6 +450,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=180.0, help="seconds measured")
     parser.add_argument("--max-rate", type=int, default=0, help="first rate of the search")
     parser.add_argument("--step-seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--rate-step", type=float, default=2.0, help="each rate of the search over the last"
+    )
     parser.add_argument("--soak", type=int, default=0, help="minutes of the soak (0: none)")
     parser.add_argument("--soak-rate", type=int, default=20_000)
     parser.add_argument(
