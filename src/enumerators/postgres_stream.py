@@ -155,6 +155,7 @@ class PostgresStreamEnumerator(
         self._server_position: int | None = None
         self._log_committed: int | None = None
         self._not_captured: set[str] = set()
+        self._deleted: set[str] = set()
 
     def handle_splits_in_flight(self, splits: Sequence[PostgresStreamSplit]) -> None:
         self._chunks_reading = sum(isinstance(split, StreamChunkSplit) for split in splits)
@@ -511,15 +512,17 @@ class PostgresStreamEnumerator(
             if row is not None and lsn_number(row[0]) < position:
                 advance_slot(session, split.slot, position)
         passed = [
-            chunk
+            chunk.split_id
             for chunk in self._state.chunks or ()
-            if position >= self._until_of(chunk.table, split.filter_until)
+            if chunk.split_id not in self._deleted
+            and position >= self._until_of(chunk.table, split.filter_until)
         ]
         if passed:
             assert self._settings.store_url is not None
             store = ChunkStore(self._settings.store_url)
-            for chunk in passed:
-                store.delete(chunk.split_id)
+            for split_id in passed:
+                store.delete(split_id)
+            self._deleted.update(passed)  # once a run, not at every commit
 
     def _log_split(self, state: PostgresStreamState) -> LogSplit:
         """The log from the start LSN, its chunk filter published for the readers (none
