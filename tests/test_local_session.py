@@ -1,0 +1,33 @@
+"""``local_session()``'s Python workers reach Spark over Unix sockets, not TCP: over TCP every
+Python task waits about 40 ms for its input (design decision 68)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+
+def socket_families(_: int) -> list[str]:
+    """The families of the sockets this Python worker holds, from Linux's ``/proc``."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        match = re.fullmatch(r"socket:\[(\d+)\]", target)
+        if match:
+            inodes.add(match.group(1))
+    families = []
+    for family in ("unix", "tcp", "tcp6"):
+        listed = Path(f"/proc/net/{family}").read_text().split()
+        families += [family] * len(inodes.intersection(listed))
+    return sorted(set(families))
+
+
+def test_the_python_workers_of_a_local_session_use_unix_sockets(spark: SparkSession) -> None:
+    families = spark.sparkContext.parallelize(range(2), 2).map(socket_families).collect()
+    assert families == [["unix"], ["unix"]]
