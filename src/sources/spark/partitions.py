@@ -20,7 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from readers.fetcher import FetcherSettings, SplitFetcher
-from readers.worker_gc import freeze_once
+from readers.worker_gc import freeze_settled
 from sources.api import Source
 from sources.capabilities import refined_plan, unpinned
 from sources.options import Options
@@ -94,7 +94,7 @@ class SplitPartitionReading:
         """Read every split of ``partition`` as Arrow batches of the declared schema."""
         if not isinstance(partition, SplitPartition):
             return  # Spark reads a plan of no partitions as one InputPartition(None)
-        freeze_once()  # Spark collects after every task: see readers.worker_gc
+        freeze_settled()  # Spark collects after every task: see readers.worker_gc
         serializer = self.source.split_serializer()
         what = f"a split of {self.source.format_name()} in partition {partition.index}"
         splits = [unframe(serializer, data, what) for data in partition.splits]
