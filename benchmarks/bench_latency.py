@@ -26,18 +26,22 @@ not yet in the sink) grows by more than one second of input over a ``--step-seco
 step, and ratios are printed; a rate the producer itself cannot reach ends the search for
 every reader ("producer-bound").
 
-``--soak MINUTES`` instead runs ``splitsource.rate`` (``--soak-rate`` rows/s, a 1 s
+``--soak MINUTES`` then runs ``splitsource.rate`` (``--soak-rate`` rows/s, a 1 s
 trigger, a Parquet sink, ``stateLocation``) for that long and prints the median batch
 duration of each minute, with the median of each of its parts (what grows shows where),
 and the last minute's over the second's (goal: at most 1.10); ``--soak-anchor`` then runs
 Spark's own ``rate`` source into the same kind of sink as long, for comparison.
+
+``--conf KEY=VALUE`` adds a Spark setting to the session: with
+``spark.python.unix.domain.socket.enabled=false`` Spark reaches its Python workers over
+TCP, as a session does unless told otherwise (design decision 68).
 
 Run it from the project root::
 
     .venv/bin/python benchmarks/bench_latency.py [--rates 1000,10000,100000]
         [--triggers default,'0 seconds'] [--readers spark,splitsource,...]
         [--warmup 15] [--seconds 180] [--max-rate 25000] [--rate-step 1.25]
-        [--soak MINUTES]
+        [--soak MINUTES] [--conf spark.python.unix.domain.socket.enabled=false]
 
 Spark's default trigger is ``ProcessingTime(0)``, the same as ``'0 seconds'``; both are
 there because the issue that asked for this benchmark named both.
@@ -453,6 +457,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--rate-step", type=float, default=2.0, help="each rate of the search over the last"
     )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session, over local_session's (repeatable)",
+    )
     parser.add_argument("--soak", type=int, default=0, help="minutes of the soak (0: none)")
     parser.add_argument("--soak-rate", type=int, default=20_000)
     parser.add_argument(
@@ -462,6 +473,9 @@ def parse_args() -> argparse.Namespace:
     args.rates = [int(rate) for rate in args.rates.split(",") if rate]
     args.triggers = [trigger.strip() for trigger in args.triggers.split(",") if trigger]
     args.readers = [name for name in args.readers.split(",") if name]
+    if any("=" not in setting for setting in args.conf):
+        parser.error("--conf takes KEY=VALUE")
+    args.conf = dict(setting.split("=", 1) for setting in args.conf)
     unknown = set(args.readers) - set(READERS)
     if unknown:
         parser.error(f"unknown readers {sorted(unknown)}; choose from {', '.join(READERS)}")
@@ -472,13 +486,15 @@ def main() -> None:
     args = parse_args()
     with broker_on_loopback("latency") as (root, broker):
         jars = ",".join(str(jar) for jar in spark_kafka_jars())
-        conf = {"spark.jars": jars, "spark.sql.streaming.numRecentProgressUpdates": "100000"}
+        conf = {
+            "spark.jars": jars,
+            "spark.sql.streaming.numRecentProgressUpdates": "100000",
+            **args.conf,
+        }
         spark = local_session("local[2]", "splitsource-bench-latency", conf)
         try:
             register(spark, KafkaSource)
             spark.dataSource.register(FloorSource)
-            if args.soak:
-                return soak(spark, args, root)
             print(
                 f"local[2], {args.partitions} partitions, {args.value_size} B records, "
                 f"warm-up {args.warmup:.0f} s, {args.seconds:.0f} s measured",
@@ -497,6 +513,8 @@ def main() -> None:
                     sys.stdout.flush()
             if args.max_rate:
                 max_rates(spark, broker.bootstrap, broker, args, root)
+            if args.soak:
+                soak(spark, args, root)
         finally:
             spark.stop()
 
