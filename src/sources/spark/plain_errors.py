@@ -51,6 +51,8 @@ _FRAMEWORK = tuple(
 )
 """The code that calls a connector's: the first frame below it is the connector's."""
 _WHERE = "\n\nRaised in the connector (most recent call last):\n"
+_WORKER_MARKS = {"PYTHON_WORKER_FACTORY_SECRET", "PYTHON_UNIX_DOMAIN_ENABLED"}
+"""What Spark sets for its Python workers: the first over TCP, the second over Unix sockets."""
 
 
 def shown_plainly(method: _Method) -> _Method:
@@ -104,7 +106,7 @@ def _plain(error: Exception, owner: Any) -> SplitSourceError:
     else:
         plain = _connector_error(error, _format_of(owner))
         _tell_where(plain, error)
-    if "PYTHON_WORKER_FACTORY_SECRET" in os.environ:  # set by Spark for its workers
+    if _WORKER_MARKS.intersection(os.environ):
         os.environ["SPARK_HIDE_TRACEBACK"] = "1"
     return plain
 
