@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from sources.spark.session import unix_sockets
+
 
 def socket_families(_: int) -> list[str]:
     """The families of the sockets this Python worker holds, from Linux's ``/proc``."""
@@ -31,3 +33,11 @@ def socket_families(_: int) -> list[str]:
 def test_the_python_workers_of_a_local_session_use_unix_sockets(spark: SparkSession) -> None:
     families = spark.sparkContext.parallelize(range(2), 2).map(socket_families).collect()
     assert families == [["unix"], ["unix"]]
+
+
+def test_a_socket_directory_too_long_for_a_socket_name_leaves_the_session_on_tcp() -> None:
+    assert unix_sockets({"spark.python.unix.domain.socket.dir": "/tmp/" + "d" * 60}) == {}
+    assert unix_sockets({"spark.python.unix.domain.socket.dir": "/tmp/short"}) == {
+        "spark.python.unix.domain.socket.enabled": "true",
+        "spark.python.unix.domain.socket.dir": "/tmp/short",
+    }

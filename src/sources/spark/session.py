@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+import uuid
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -65,7 +67,10 @@ def local_session(
 
     Over Spark's default TCP sockets, every task of a Python data source waits about
     40 ms for its input (Nagle's algorithm against delayed acknowledgements); Unix
-    sockets (``spark.python.unix.domain.socket.enabled``) have no such wait.
+    sockets (``spark.python.unix.domain.socket.enabled``) have no such wait. Their
+    files go to this process's temporary directory (``spark.python.unix.domain.socket.dir``)
+    unless ``conf`` names another; where that path is too long for a socket's name,
+    the session stays on TCP.
 
     With ``connect=True``, a Spark Connect session served by a local Connect
     server that this process starts on 127.0.0.1, port 15002 (needs pyspark's
@@ -98,8 +103,26 @@ def local_session(
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
         .config("spark.log.level", "WARN")
         .config("spark.sql.python.filterPushdown.enabled", "true")
-        .config("spark.python.unix.domain.socket.enabled", "true")
     )
+    for key, value in unix_sockets(conf or {}).items():
+        builder = builder.config(key, value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+SOCKET_NAME_ROOM = 100
+"""The longest socket path Linux and macOS both take (108 and 104 bytes), less a margin."""
+
+
+def unix_sockets(conf: Mapping[str, str]) -> dict[str, str]:
+    """The settings that put Spark's Python workers on Unix sockets, in a directory short
+    enough for the sockets' names (Spark names them ``.<uuid>.sock``, 42 characters);
+    none if that directory is too long."""
+    directory = conf.get("spark.python.unix.domain.socket.dir") or tempfile.gettempdir()
+    if len(os.path.join(directory, f".{uuid.uuid4()}.sock")) > SOCKET_NAME_ROOM:
+        return {}
+    return {
+        "spark.python.unix.domain.socket.enabled": "true",
+        "spark.python.unix.domain.socket.dir": directory,
+    }
