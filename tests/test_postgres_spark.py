@@ -18,6 +18,7 @@ from helpers.postgres_writer import ROWS, Writer, rebuild_items
 from sources.postgres import PostgresSource
 from sources.postgres_changes import PostgresChangesSource
 from sources.spark import register
+from sources.spark.metrics import source_metrics
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -135,6 +136,12 @@ def test_a_table_read_as_a_stream_is_read_once(
     assert sorted(row.id for row in read.collect()) == list(range(1, 3001))
 
 
+def in_log(query: Any) -> bool:
+    """Whether ``query``'s last batch read the log, every chunk of its snapshot read before."""
+    figures = source_metrics(query.lastProgress or {}).get("splitsource.postgres_changes", {})
+    return bool(figures.get("logStarted")) and figures.get("chunksInFlight") == 0
+
+
 def test_a_stream_of_changes_rebuilds_the_table_while_a_writer_changes_it(
     spark: SparkSession, postgres: PostgresServer, postgres_database: str, db: Any, tmp_path: Path
 ) -> None:
@@ -180,6 +187,10 @@ def test_a_stream_of_changes_rebuilds_the_table_while_a_writer_changes_it(
         while not any("u" in ops for ops in item_ops):  # the log, with the writer's updates
             assert items.exception() is None, items.exception()
             assert time.monotonic() < deadline, f"no update within 120 s: {item_ops}"
+            time.sleep(0.2)
+        while not in_log(typed):  # else a chunk read after the inserts below has them as 'r'
+            assert typed.exception() is None, typed.exception()
+            assert time.monotonic() < deadline, f"typed not in its log within 120 s: {typed}"
             time.sleep(0.2)
         db(f"INSERT INTO typed VALUES {TYPED_ROW}", (3,))  # through the log: same values
         db(NULLS_ROW, (4,))
