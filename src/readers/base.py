@@ -125,8 +125,13 @@ class SplitReader(ABC, Generic[SplitT]):
 
         Raises
         ------
+        SourceUnavailableError
+            When the outside system cannot be reached (or an error the source maps to
+            it in ``Source.as_unavailable``): the runtime calls ``fetch`` again after a
+            pause, for up to ``outageTimeout``, and that fetch must resume after the
+            last batch returned, reconnecting as needed, repeating nothing.
         Exception
-            Anything; the runtime fails the task with a ``ReaderError`` naming the
+            Anything else; the runtime fails the task with a ``ReaderError`` naming the
             splits, or passes a ``SplitSourceError`` on as it is.
         """
 

@@ -19,6 +19,13 @@ buffered whatever the input size. Every wait is bounded and checks the stop
 flag, so a cancelled read stops within about ``fetch_timeout`` plus the
 reader's reaction to ``wakeup``.
 
+A ``fetch`` that fails because the source's system cannot be reached
+(:class:`~sources.errors.SourceUnavailableError`, or what the source maps to it)
+is called again after a pause, on the same reader, until it succeeds or the
+outage lasts past its timeout (:class:`~sources.outages.OutageWatch`): the reader
+resumes where its last returned batch ended, so the task reads on with nothing
+read twice, in ``local[N]`` (where Spark does not retry a task) as on a cluster.
+
 With ``queue_capacity`` 0 there is no fetcher thread: the task's thread runs the
 same loop and hands each batch to Spark as it is ready, reading none ahead. A
 source chooses that when its reads do not wait (``Tuning.read_ahead``): where
@@ -40,6 +47,7 @@ from readers.arrow import BatchAssembler, conform
 from readers.base import SplitReader, SplitsAddition
 from readers.memory import use_a_pool_for_batches_freed_elsewhere
 from sources.errors import ReaderError, SplitSourceError
+from sources.outages import OUTAGE_TIMEOUT, OutageWatch, declared_outage
 from sources.split import SourceSplit, require_unique_split_ids
 
 __all__ = ["FetcherSettings", "SplitFetcher"]
@@ -96,6 +104,9 @@ class SplitFetcher(Generic[SplitT]):
 
     Raises
     ------
+    SourceUnavailableError
+        From the iteration, when ``fetch`` failed with an outage (``outages`` says
+        which errors are one) that lasted past the timeout of ``outages``.
     ReaderError
         From the iteration, when the reader failed (the cause chained), the read
         was cancelled or the fetcher thread died; a ``SplitSourceError`` raised
@@ -123,8 +134,10 @@ class SplitFetcher(Generic[SplitT]):
         splits: Sequence[SplitT],
         schema: pa.Schema,
         settings: FetcherSettings,
+        outages: OutageWatch | None = None,
     ) -> None:
         require_unique_split_ids(splits, "one task")
+        self._outages = outages or OutageWatch("a split reader", OUTAGE_TIMEOUT, declared_outage)
         self._create_reader = create_reader
         self._splits = list(splits)
         self._schema = schema
@@ -224,7 +237,11 @@ class SplitFetcher(Generic[SplitT]):
         unfinished = {split.split_id for split in self._splits}
         reader.handle_splits_changes(SplitsAddition(self._splits))
         while unfinished and not self._stopping.is_set():
-            fetched = reader.fetch(settings.fetch_timeout)
+            fetched = self._outages.call(
+                f"{type(reader).__name__}.fetch",
+                lambda: reader.fetch(settings.fetch_timeout),
+                pause=self._pause,
+            )
             for split_id, batches in fetched.batches.items():
                 for batch in batches:
                     shaped = conform(batch, self._schema, f"split '{split_id}'")
@@ -234,6 +251,11 @@ class SplitFetcher(Generic[SplitT]):
             raise self._cancelled()  # not a complete read: no finish(), no last batch
         reader.finish()
         yield from assembler.flush()
+
+    def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` before fetching again in an outage, unless cancelled first."""
+        if self._stopping.wait(seconds):
+            raise self._cancelled()
 
     def _deliver(self, item: pa.RecordBatch | BaseException | _End) -> None:
         while not self._stopping.is_set():

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
-from sources.errors import SplitSourceError
+from sources.errors import SourceUnavailableError, SplitSourceError
 from sources.options import Option, Options, parse_options
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
@@ -262,3 +262,34 @@ class Source(ABC, Generic[SplitT, StateT]):
         >>> serializer.deserialize(serializer.version, serializer.serialize(state)) == state
         True
         """
+
+    def as_unavailable(self, error: Exception) -> SourceUnavailableError | None:
+        """The outage ``error`` means, or ``None`` when waiting would not cure it.
+
+        The one place where a connector maps its client's errors (a refused connection,
+        a server shutting down, a broker without leaders) to
+        :class:`~sources.errors.SourceUnavailableError`, which the runtime waits out for
+        up to ``outageTimeout`` on the driver and in reader tasks. Called on the driver
+        and on executors with whatever the enumerator or the reader raised. By default,
+        a ``SourceUnavailableError`` is one, and so are Python's own ``ConnectionError``
+        and ``TimeoutError``; other errors of the client, and every other
+        ``SplitSourceError``, are not. Override it to add the client's, and call this one
+        for the rest.
+
+        Examples
+        --------
+        >>> from sources.numbers import NumberSequenceSource
+        >>> source = NumberSequenceSource(1, 3)
+        >>> source.as_unavailable(ConnectionRefusedError(111, "Connection refused"))
+        SourceUnavailableError('the system splitsource.numbers reads cannot be reached: ...')
+        >>> source.as_unavailable(KeyError("id")) is None
+        True
+        """
+        if isinstance(error, SourceUnavailableError):
+            return error
+        if isinstance(error, SplitSourceError) or not isinstance(
+            error, ConnectionError | TimeoutError
+        ):
+            return None
+        system = f"the system {self.format_name()} reads"
+        return SourceUnavailableError(f"{type(error).__name__}: {error}", system)

@@ -27,6 +27,7 @@ __all__ = [
     "SchemaMismatchError",
     "SerializationError",
     "SourceDefinitionError",
+    "SourceUnavailableError",
     "SplitSourceError",
     "StateStoreError",
     "UnsupportedBoundednessError",
@@ -172,8 +173,41 @@ class ConnectorError(SplitSourceError, RuntimeError):
 
     The message's first line names the method (``RedisEnumerator.next_splits``), the
     format and the error; the lines after it show where in the connector it was raised.
-    The cause is chained. Fix the connector, or what it reached (a server, a file).
+    The cause is chained. Fix the connector. An outside system that cannot be
+    reached is no connector bug: the connector raises :class:`SourceUnavailableError`
+    for it (or maps its client's error in ``Source.as_unavailable``) and the
+    runtime waits it out.
     """
+
+
+class SourceUnavailableError(SplitSourceError, ConnectionError):
+    """The outside system a source reads cannot be reached right now; waiting may cure it.
+
+    A connection refused or reset, a server shutting down or in recovery, a broker
+    without leaders, an object store answering 5xx or timing out. Authors raise it,
+    or map their client's errors to it in :meth:`~sources.api.Source.as_unavailable`.
+    The runtime waits such an outage out, on the driver and in reader tasks, for up
+    to the option ``outageTimeout``; only past it does the read fail, with this
+    class's message on its first line naming the system, what was tried and for how
+    long. Nothing is read twice or skipped while it waits.
+
+    Examples
+    --------
+    >>> error = SourceUnavailableError("Connection refused", system="PostgreSQL at db:5432")
+    >>> error.system, str(error)
+    ('PostgreSQL at db:5432', 'PostgreSQL at db:5432 cannot be reached: Connection refused')
+    """
+
+    def __init__(self, problem: str, system: str = "the source's system") -> None:
+        self.problem = problem
+        """What the client said, a phrase such as ``Connection refused``."""
+        self.system = system
+        """What could not be reached, such as ``Kafka brokers 127.0.0.1:9092`` (no secret)."""
+        super().__init__(f"{system} cannot be reached: {problem}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its fields (its ``__init__`` takes them), its message as it stands."""
+        return (type(self), (self.problem, self.system), {**self.__dict__, "args": self.args})
 
 
 class DiscoveryError(SplitSourceError, RuntimeError):

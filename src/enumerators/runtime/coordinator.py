@@ -16,6 +16,14 @@ completed by the final ``latestOffset`` that finds no more data, and the last
 batch of a stopped query by the first call of the next run. A batch that
 failed is never passed as a start, so its side effects never run.
 
+An outage of the source's system (:mod:`sources.outages`) is waited out here: the
+enumerator is dropped (it is restored from the offset at the next try) and the call
+tried again after a pause, up to ``outageTimeout``. ``latestOffset`` of a running
+stream does not block for it: it answers "nothing new" after the pause, so that
+the query stays responsive and its progress reports ``sourceUnavailableTime``. A
+commit that meets an outage is not lost: its side effects run when the next
+``latestOffset`` finds the committed start not yet notified.
+
 The coordinator only orchestrates; admission (:mod:`.admission`), event-time
 alignment (:mod:`.alignment`), the AvailableNow target (:mod:`.available_now`),
 where the state lives (:mod:`.state_spill`) and the graceful stop
@@ -24,9 +32,10 @@ where the state lives (:mod:`.state_spill`) and the graceful stop
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from enumerators.base import (
@@ -56,10 +65,13 @@ from enumerators.runtime.state_store import StateStore
 from sources.api import Source
 from sources.capabilities import SupportsRecordIndex, counts_records, split_labels
 from sources.errors import SplitSourceError
+from sources.outages import OUTAGE_TIMEOUT, OutageWatch, declared_outage
 from sources.serialization import frame, unframe
 from sources.split import SourceSplit, require_unique_split_ids
 
 __all__ = ["StreamCoordinator"]
+
+log = logging.getLogger("splitsource.coordinator")
 
 _DECODED_SPLITS = 65_536
 """Decoded splits kept by their bytes; a split in flight is in every offset until it ends."""
@@ -91,8 +103,12 @@ class StreamCoordinator:
         inline_state_limit: int = INLINE_STATE_LIMIT,
         inline_splits_limit: int = INLINE_SPLITS_LIMIT,
         alignment: AlignmentSettings | None = None,
+        outages: OutageWatch | None = None,
     ) -> None:
         self._source = source
+        self._outages = outages or OutageWatch(
+            source.format_name(), OUTAGE_TIMEOUT, declared_outage
+        )
         self._name = source.format_name()
         self._admission = Admission(limits)
         self._alignment = EventTimeAlignment(alignment) if alignment is not None else None
@@ -121,6 +137,9 @@ class StreamCoordinator:
 
     def initial_offset(self) -> dict[str, Any]:
         """The offset before any data: a fresh enumerator's state, no splits (epoch 0)."""
+        return self._outages.call("initialOffset", self._initial_offset)
+
+    def _initial_offset(self) -> dict[str, Any]:
         enumerator = self._source.create_enumerator(EnumeratorContext(self._mode))
         # Spark logs the first batch of a new query whatever this run's first
         # latestOffset returns, so that call cannot leave nothing in flight.
@@ -140,7 +159,39 @@ class StreamCoordinator:
         """The end offset of the next micro-batch from ``start``, or ``start`` if nothing new.
 
         ``limited`` is False when Spark asks for everything (``ReadAllAvailable``).
+        While the source's system cannot be reached, a running stream gets ``start``
+        (nothing new) after a pause; the first batch of a query and an AvailableNow
+        run, which cannot take "nothing" for an answer, wait until it answers.
         """
+        if self._first_batch_pending or self._mode is ReadMode.AVAILABLE_NOW:
+            return self._outages.call(
+                "latestOffset", lambda: self._latest_offset(start_json, limited), self._forget
+            )
+        try:
+            end = self._latest_offset(start_json, limited)
+        except Exception as error:
+            outage = self._outages.unavailable(error)
+            if outage is None:
+                raise
+            pause = self._outages.failed(outage, "latestOffset")
+            self._forget()
+            self._report_unavailable()
+            time.sleep(pause)
+            return start_json
+        self._outages.recovered()
+        return end
+
+    def _report_unavailable(self) -> None:
+        """Keep the last report, with how long the source's system has been unreachable."""
+        unavailable_ms = self._outages.unavailable_ms
+        if self._report is None:
+            self._report = SourceReport(self._name, {}, {}, False, {}, self._idle_ms())
+        self._report = replace(self._report, unavailable_ms=unavailable_ms)
+
+    def _idle_ms(self) -> int:
+        return int((time.monotonic() - self._data_planned_at) * 1000)
+
+    def _latest_offset(self, start_json: Mapping[str, Any], limited: bool) -> Mapping[str, Any]:
         start = self._decode(start_json)
         enumerator = self._restore(start, start_json)
         self._notify_committed(start)
@@ -347,7 +398,7 @@ class StreamCoordinator:
             reached=reached,
             counts_records=counts_records,
             pending=dict(enumerator.pending()),
-            idle_ms=int((time.monotonic() - self._data_planned_at) * 1000),
+            idle_ms=self._idle_ms(),
             event_times={}
             if aligned is None
             else aligned.next_times(self._positions(entries), reached),
@@ -377,6 +428,13 @@ class StreamCoordinator:
         self, start_json: Mapping[str, Any] | None, end_json: Mapping[str, Any]
     ) -> list[SourceSplit]:
         """The split ranges the micro-batch from ``start`` to ``end`` reads, by split id order."""
+        return self._outages.call(
+            "partitions", lambda: self._plan(start_json, end_json), self._forget
+        )
+
+    def _plan(
+        self, start_json: Mapping[str, Any] | None, end_json: Mapping[str, Any]
+    ) -> list[SourceSplit]:
         start = None
         if start_json is not None:
             start = self._decode(start_json)
@@ -403,11 +461,23 @@ class StreamCoordinator:
         return slices
 
     def commit(self, end_json: Mapping[str, Any]) -> None:
-        """Spark committed the batch ending at ``end``: run the commit-time side effects."""
-        end = self._decode(end_json)
-        if self._enumerator is None:
-            self._restore(end, end_json)
-        self._notify_committed(end)
+        """Spark committed the batch ending at ``end``: run the commit-time side effects.
+
+        In an outage they wait for the next ``latestOffset``, whose start is this ``end``.
+        """
+        try:
+            end = self._decode(end_json)
+            if self._enumerator is None:
+                self._restore(end, end_json)
+            self._notify_committed(end)
+        except Exception as error:
+            outage = self._outages.unavailable(error)
+            if outage is None:
+                raise
+            self._outages.failed(outage, "commit")
+            self._forget()
+            return
+        self._outages.recovered()
 
     def report(self) -> dict[str, Any] | None:
         """What the last planning call found (:mod:`~enumerators.runtime.progress`), as JSON."""
@@ -419,6 +489,14 @@ class StreamCoordinator:
         if self._enumerator is not None:
             enumerator, self._enumerator, self._enumerator_at = self._enumerator, None, None
             enumerator.close()
+
+    def _forget(self) -> None:
+        """Drop the enumerator after an outage: the next call restores it from its offset."""
+        try:
+            self.close()
+        except Exception as error:  # its connections may be the ones that broke
+            log.info("closing %s's enumerator after an outage failed: %r", self._name, error)
+        self._enumerator, self._enumerator_at = None, None
 
     def _decode(self, offset_json: Mapping[str, Any]) -> StreamOffset:
         return self._spill.resolved(StreamOffset.from_json(offset_json, self._name, self._derive))
@@ -436,7 +514,10 @@ class StreamCoordinator:
         enumerator.start()
         if isinstance(enumerator, PeriodicSplitEnumerator) and self._mode is ReadMode.STREAM:
             self._discovery = PeriodicDiscovery(
-                enumerator.discover_more_splits, self._discovery_interval, self._name
+                enumerator.discover_more_splits,
+                self._discovery_interval,
+                self._name,
+                self._outages.unavailable,
             )
             self._discovery.start()
         return enumerator

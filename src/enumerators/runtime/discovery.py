@@ -5,7 +5,8 @@ and then every interval; its results, of any type ``T``, wait in a queue until
 the enumerator's own thread takes them with ``drain``. Planning a micro-batch
 never waits for a discovery in progress. A failed discovery stops the thread
 and is raised by the next ``drain``, so the query fails with the cause instead
-of silently finding nothing more.
+of silently finding nothing more; a discovery that met an outage of the source's
+system is raised as that outage, which the coordinator waits out.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from sources.errors import DiscoveryError
+from sources.errors import DiscoveryError, SourceUnavailableError
+from sources.outages import declared_outage
 
 __all__ = ["PeriodicDiscovery"]
 
@@ -23,10 +25,18 @@ T = TypeVar("T")
 
 
 class PeriodicDiscovery(Generic[T]):
-    """Runs ``discover`` every ``interval`` seconds on a daemon thread; ``source`` names it."""
+    """Runs ``discover`` every ``interval`` seconds on a daemon thread; ``source`` names it,
+    and ``as_unavailable`` says which of its failures are outages."""
 
-    def __init__(self, discover: Callable[[], T], interval: float, source: str) -> None:
+    def __init__(
+        self,
+        discover: Callable[[], T],
+        interval: float,
+        source: str,
+        as_unavailable: Callable[[Exception], SourceUnavailableError | None] = declared_outage,
+    ) -> None:
         self._discover = discover
+        self._as_unavailable = as_unavailable
         self._interval = interval
         self._source = source
         self._results: queue.Queue[T] = queue.Queue()
@@ -49,6 +59,9 @@ class PeriodicDiscovery(Generic[T]):
             except queue.Empty:
                 break
         if self._failure is not None and not results:
+            outage = self._as_unavailable(self._failure)
+            if outage is not None:
+                raise outage
             raise DiscoveryError(
                 f"Discovering new splits of {self._source} failed: "
                 f"{type(self._failure).__name__}: {self._failure}"

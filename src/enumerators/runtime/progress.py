@@ -16,7 +16,9 @@ planned. The ``OffsetsBehindLatest`` figures follow Spark's Kafka source: per sp
 whose positions count records. ``pendingRecords`` is their sum plus what the
 enumerator reports as pending; the enumerator's other figures
 (:meth:`~enumerators.base.SplitEnumerator.pending`) are added as they are.
-``sourceIdleTime`` is the milliseconds since the last batch that read data.
+``sourceIdleTime`` is the milliseconds since the last batch that read data;
+``sourceUnavailableTime`` how long the source's system has been unreachable (0 while
+it answers, :mod:`sources.outages`).
 ``splitLabels`` says what the splits in flight are, for sources whose splits have
 labels (Kafka's: ``{"orders-0": {"topic": "orders", "partition": "0"}}``).
 A stream aligned in event time adds the figures of its cut
@@ -62,6 +64,10 @@ class SourceReport:
     (:meth:`~sources.capabilities.SupportsSplitLabels.split_labels`); reported as
     ``splitLabels``."""
 
+    unavailable_ms: int = 0
+    """How long the source's system has been unreachable, in milliseconds (0: it answers);
+    reported as ``sourceUnavailableTime``."""
+
     def metrics(self) -> dict[str, Any]:
         """The figures under ``metrics``."""
         figures: dict[str, Any] = {}
@@ -81,6 +87,7 @@ class SourceReport:
         figures.update({name: value for name, value in self.pending.items() if name not in figures})
         figures["activeSplits"] = len(self.latest)
         figures["sourceIdleTime"] = self.idle_ms
+        figures["sourceUnavailableTime"] = self.unavailable_ms
         if self.labels:
             figures["splitLabels"] = self._listed(dict(sorted(self.labels.items())))
         if self.alignment:

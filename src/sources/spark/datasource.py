@@ -30,6 +30,7 @@ from sources.api import Source
 from sources.capabilities import SupportsFilterPushdown, pin, unpinned
 from sources.errors import SplitSourceError, UnsupportedBoundednessError
 from sources.options import Option
+from sources.outages import OUTAGE_TIMEOUT
 from sources.spark.checks import check_source_class
 from sources.spark.parallelism import driver_cores, session_parallelism
 from sources.spark.partitions import SplitPartitionReading, arrow_schema
@@ -96,6 +97,17 @@ READ_OPTIONS: tuple[Option, ...] = (
         "the query's filters to read less; `auto` does where Spark plans each query afresh "
         "after a pushdown (not up to Spark 4.3, see [files.md](files.md#reading-less)), "
         "`true` always (needs `spark.sql.python.filterPushdown.enabled=true`), `false` never"
+    ),
+    Option.duration(
+        "outageTimeout",
+        "how long a read waits out an outage of the system it reads before it fails",
+        default=OUTAGE_TIMEOUT,
+    ).listed(
+        "how long the driver's calls and each reader task wait out an outage of the "
+        "system the source reads (a refused connection, a server restarting, a broker "
+        "without leaders), trying again with backoff, before the read fails; see "
+        "[what a stream survives](operations.md) (a duration)",
+        shown="`15m`",
     ),
     Option.integer(
         "fetchQueueCapacity",

@@ -24,6 +24,7 @@ from readers.worker_gc import freeze_settled
 from sources.api import Source
 from sources.capabilities import refined_plan, unpinned
 from sources.options import Options
+from sources.outages import OutageWatch
 from sources.serialization import frame, unframe
 from sources.spark.plain_errors import shown_plainly
 from sources.split import UNKNOWN_SPLIT_BYTES, SourceSplit
@@ -111,6 +112,9 @@ class SplitPartitionReading:
                 queue_capacity=self.source.tuning.read_ahead
                 if self.options["fetchQueueCapacity"] is None
                 else self.options["fetchQueueCapacity"],
+            ),
+            OutageWatch(
+                self.source.format_name(), self.options["outageTimeout"], self.source.as_unavailable
             ),
         )
 

@@ -38,6 +38,7 @@ from sources.capabilities import (
 )
 from sources.errors import InvalidOptionError
 from sources.options import Option, Options, filled_config
+from sources.outages import OutageWatch
 from sources.spark.metrics import log_batch
 from sources.spark.partitions import SplitPartitionReading
 from sources.spark.plain_errors import shown_plainly
@@ -272,6 +273,11 @@ class SplitSourceStreamReader(
                 store,
                 self.options["discoveryInterval"],
                 alignment=alignment_settings(self.options),
+                outages=OutageWatch(
+                    self.source.format_name(),
+                    self.options["outageTimeout"],
+                    self.source.as_unavailable,
+                ),
             )
         return self._coordinator
 
