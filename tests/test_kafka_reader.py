@@ -119,16 +119,18 @@ def test_a_reader_never_commits_to_its_consumer_group(
     assert [tp.offset for tp in result.topic_partitions] == [-1001]  # nothing committed
 
 
-def test_records_that_never_arrive_fail_after_the_poll_timeout(
+def test_records_that_never_arrive_are_an_outage_after_the_poll_timeout(
     kafka_broker: KafkaBroker, topic: Callable[..., str]
 ) -> None:
-    from sources.errors import KafkaConnectionError
+    from sources.errors import SourceUnavailableError
 
     name = topic(partitions=1)
     kafka_broker.produce(name, ["a"])
     reader = reader_for(kafka_broker, **{"kafkaConsumer.pollTimeoutMs": "1500"})
     try:
-        with pytest.raises(KafkaConnectionError, match=rf"{name}-0 delivered nothing .*\[1, 10\)"):
+        with pytest.raises(
+            SourceUnavailableError, match=rf"{name}-0 delivered nothing .*\[1, 10\)"
+        ):
             read_all(reader, KafkaPartitionSplit(name, 0, 0, 10))
     finally:
         reader.close()

@@ -21,17 +21,22 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]  # public
 
 from enumerators.kafka_offsets import Lookup, OffsetRequest
-from sources.errors import InvalidOptionError, KafkaConnectionError, KafkaDataLossError
+from sources.errors import (
+    InvalidOptionError,
+    KafkaConnectionError,
+    KafkaDataLossError,
+    SourceUnavailableError,
+)
 from sources.kafka_config import KafkaClientConfig
 from sources.splits.kafka import TopicPartition
 
-__all__ = ["KafkaAdmin", "OffsetFetchRetries", "TopicSelection"]
+__all__ = ["KafkaAdmin", "OffsetFetchRetries", "TopicSelection", "is_transient"]
 
 log = logging.getLogger("splitsource.kafka")
 
 T = TypeVar("T")
 
-_RETRY_DEADLINE = 60.0
+_RETRY_DEADLINE = 10.0
 _TRANSIENT = frozenset(
     {
         # What a broker restart or a leader change looks like; Kafka's Java client retries these.
@@ -121,8 +126,10 @@ class OffsetFetchRetries:
 class KafkaAdmin:
     """The driver's questions to the brokers: partitions, offsets, group commits.
 
-    Retriable errors (a leader moving, a broker restarting) are retried for up to a
-    minute; others fail at once with a message naming the brokers, never a secret.
+    Retriable errors (a leader moving, a broker restarting) are retried for
+    ``_RETRY_DEADLINE`` and then raised as an outage, which the runtime waits out for
+    ``outageTimeout``; others fail at once with a message naming the brokers, never a
+    secret.
     """
 
     def __init__(self, kafka: KafkaClientConfig, retries: OffsetFetchRetries, name: str) -> None:
@@ -303,12 +310,13 @@ class KafkaAdmin:
             except KafkaException as error:
                 attempts += 1
                 self._client.poll(0)  # deliver the errors that say why
-                if (
-                    not _retriable(error)
-                    or self._refused_credentials()
-                    or (attempts > self._retries.num_retries and time.monotonic() > deadline)
-                ):
+                if not is_transient(error) or self._refused_credentials():
                     raise KafkaConnectionError(self._explain(what, error)) from error
+                if attempts > self._retries.num_retries and time.monotonic() > deadline:
+                    raise SourceUnavailableError(
+                        f"{self._name} could not {what}: {self._reasons(error)}",
+                        f"Kafka brokers {self._kafka.bootstrap_servers}",
+                    ) from error
                 time.sleep(max(self._retries.retry_interval_ms / 1000, 0.2))
 
     def _refused_credentials(self) -> bool:
@@ -316,15 +324,18 @@ class KafkaAdmin:
         fails for good, as retrying cannot change the answer."""
         return any(error.code() in _AUTHENTICATION for error in self._errors)
 
-    def _explain(self, what: str, error: KafkaException) -> str:
+    def _reasons(self, error: KafkaException) -> str:
+        """What ``error`` and the client's latest errors say, without a secret."""
         cause = error.args[0] if error.args else error
         reason = str(cause.str() if isinstance(cause, KafkaError) else cause)
         recent = {str(e.str()) for e in self._errors[-3:]} - {reason}
-        detail = "; ".join([reason, *sorted(recent)])
+        return "; ".join([reason, *sorted(recent)])
+
+    def _explain(self, what: str, error: KafkaException) -> str:
         return (
             f"{self._name} could not {what} at {self._kafka.bootstrap_servers}: "
-            f"{detail}. Check kafka.bootstrap.servers, kafka.security.protocol and the "
-            "kafka.sasl.* credentials."
+            f"{self._reasons(error)}. Check kafka.bootstrap.servers, kafka.security.protocol "
+            "and the kafka.sasl.* credentials."
         )
 
 
@@ -346,7 +357,8 @@ def _code(error: KafkaException) -> int | None:
     return cause.code() if isinstance(cause, KafkaError) else None
 
 
-def _retriable(error: KafkaException) -> bool:
+def is_transient(error: KafkaException) -> bool:
+    """Whether ``error`` is what a broker restart, an outage or a leader change looks like."""
     cause = error.args[0] if error.args else None
     if not isinstance(cause, KafkaError):
         return False

@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.kafka_consumers import CONSUMERS
-from sources.errors import KafkaConnectionError, KafkaDataLossError
+from sources.errors import KafkaConnectionError, KafkaDataLossError, SourceUnavailableError
 from sources.kafka_config import KafkaClientConfig
 from sources.splits.kafka import KafkaPartitionSplit
 
@@ -285,11 +285,12 @@ class KafkaSplitReader(SplitReader[KafkaPartitionSplit]):
     def _check_progress(self, split: KafkaPartitionSplit, end: int) -> None:
         waited = time.monotonic() - self._last_progress
         if waited > self._poll_timeout:
-            raise KafkaConnectionError(
+            self._last_progress = time.monotonic()  # the next fetch waits as long again
+            raise SourceUnavailableError(
                 f"{self._name}: {split.split_id} delivered nothing for {waited:.0f} s while "
                 f"offsets [{self._next_offset}, {end}) were expected "
-                "(kafkaConsumer.pollTimeoutMs). The brokers may be unreachable, or the "
-                "records were lost."
+                "(kafkaConsumer.pollTimeoutMs)",
+                f"Kafka brokers {self._config.kafka.bootstrap_servers}",
             )
 
     def _finish(self, split: KafkaPartitionSplit, batch: list[pa.RecordBatch]) -> RecordsBySplit:

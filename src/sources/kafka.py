@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import ClassVar, Self
 
 import pyarrow as pa
+from confluent_kafka import KafkaException
 
 from enumerators.base import EnumeratorContext
 from enumerators.kafka import (
@@ -34,7 +35,7 @@ from enumerators.kafka import (
     KafkaEnumeratorState,
     KafkaEnumeratorStateSerializer,
 )
-from enumerators.kafka_admin import KafkaAdmin, OffsetFetchRetries, TopicSelection
+from enumerators.kafka_admin import KafkaAdmin, OffsetFetchRetries, TopicSelection, is_transient
 from enumerators.kafka_filters import narrowed
 from enumerators.kafka_offsets import ReadBounds
 from readers.kafka import KafkaReaderConfig, KafkaSplitReader
@@ -47,7 +48,7 @@ from sources.capabilities import (
     SupportsPlanRefinement,
     SupportsSplitLabels,
 )
-from sources.errors import InvalidOptionError
+from sources.errors import InvalidOptionError, SourceUnavailableError
 from sources.filters import Filter
 from sources.kafka_config import KafkaClientConfig
 from sources.options import Option, Options, filled_config
@@ -391,6 +392,14 @@ class KafkaSource(
         self, context: EnumeratorContext, state: KafkaEnumeratorState
     ) -> KafkaEnumerator:
         return KafkaEnumerator(self.enumerator_config, state, context.mode)
+
+    def as_unavailable(self, error: Exception) -> SourceUnavailableError | None:
+        """A client error that a broker restart, an outage or a leader change gives is one."""
+        if isinstance(error, KafkaException) and is_transient(error):
+            return SourceUnavailableError(
+                str(error), f"Kafka brokers {self.enumerator_config.kafka.bootstrap_servers}"
+            )
+        return super().as_unavailable(error)
 
     def create_reader(self, schema: pa.Schema) -> KafkaSplitReader:
         return KafkaSplitReader(self.reader_config, schema)
