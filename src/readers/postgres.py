@@ -26,6 +26,7 @@ from readers.arrow import conform
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.postgres_connections import ConnectionPool
 from readers.postgres_text import SESSION_SETTINGS
+from sources.errors import ReaderError
 from sources.splits.postgres import TableChunkSplit
 
 __all__ = ["ChunkQuery", "TableChunkReader", "borrow_session", "storage_columns"]
@@ -85,6 +86,8 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
         self._rows: pa.RecordBatchReader | None = None
         self._in_transaction = False
         self._broken = False
+        self._chunk_begun = False
+        """Whether rows of the chunk being read were returned."""
         self.snapshots: dict[str, str] = {}
         """The snapshot (``pg_current_snapshot()``, as text) each chunk was read at."""
 
@@ -104,10 +107,18 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
             self._cursor.execute("COMMIT")
             self._in_transaction = False
             self._splits.popleft()
+            self._chunk_begun = False
             return RecordsBySplit({split.split_id: []}, frozenset({split.split_id}))
-        except BaseException:
-            self._broken = True  # its connection is not given back
+        except Exception as error:
+            if self._chunk_begun:  # read again, the chunk would be at another snapshot
+                self._broken = True  # its connection is not given back
+                raise ReaderError(
+                    f"Reading chunk {split.split_id} failed after some of its rows: "
+                    f"{type(error).__name__}: {error}"
+                ) from error
+            self._discard()  # a later fetch, after an outage, reads the chunk on another
             raise
+        self._chunk_begun = True
         origin = f"chunk {split.split_id}"
         rows = conform(storage_columns(batch), self._schema, origin)
         return RecordsBySplit({split.split_id: [rows] if rows.num_rows else []})
@@ -130,6 +141,13 @@ class TableChunkReader(SplitReader[TableChunkSplit]):
             self._connections.discard(connection)
         else:
             self._connections.give_back(self._server, connection)
+
+    def _discard(self) -> None:
+        """Let go of the connection after a fetch failed before any row of its chunk."""
+        connection, self._connection, self._cursor = self._connection, None, None
+        self._rows, self._in_transaction = None, False
+        if connection is not None:
+            self._connections.discard(connection)
 
     def _open(self, split: TableChunkSplit) -> pa.RecordBatchReader:
         if self._connection is None:

@@ -16,6 +16,7 @@ a ``wakeup`` is honoured after it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,7 +32,7 @@ from readers.pgoutput import ChangeRun, PgoutputDecoder
 from readers.postgres_columns import KnownColumns
 from readers.postgres_envelope import ONE_TABLE, Nesting, change_batch
 from readers.postgres_text import SESSION_SETTINGS
-from sources.errors import DataLossError
+from sources.errors import DataLossError, ReaderError, SplitSourceError
 from sources.postgres_catalog import describe_type
 from sources.postgres_slot import lsn_text, peek_changes
 from sources.splits.postgres import LogSplit, TableChunkSplit, TransactionSnapshot, widen_xid
@@ -243,10 +244,28 @@ class LogReader(SplitReader[LogSplit]):
         if self._reading is None:
             if not self._splits:
                 return RecordsBySplit()
-            self._reading = self._peek(self._splits.pop(0))
+            try:
+                self._reading = self._peek(self._splits[0])
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.close()  # a later fetch, after an outage, peeks on a new connection
+                raise
+            self._splits.pop(0)
         reading = self._reading
         split = reading.split
         assert split.end is not None, "a log split is read in bounded ranges"
+        try:
+            return self._decoded(reading, split)
+        except SplitSourceError:
+            raise
+        except Exception as error:  # the messages taken are decoded in part: no retry
+            raise ReaderError(
+                f"Decoding log split {split.split_id} failed: {type(error).__name__}: {error}"
+            ) from error
+
+    def _decoded(self, reading: _Reading, split: LogSplit) -> RecordsBySplit:
+        """The next messages of ``reading`` decoded, filtered and in order."""
+        assert split.end is not None
         runs = reading.decoder.decode_runs(reading.next_messages())
         runs = [_kept(run, (run.lsns >= split.start) & (run.lsns < split.end)) for run in runs]
         runs = [

@@ -86,7 +86,7 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
                     return RecordsBySplit()  # an older transaction still runs: next fetch
                 copy = self._store.publish(split.split_id, read)
         except BaseException:
-            self._broken = True
+            self._discard()  # a later fetch, after an outage, reads the chunk on another
             raise
         self._splits.popleft()
         table = split.chunk.table
@@ -113,6 +113,12 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
             self._connections.discard(connection)
         else:
             self._connections.give_back(self._server, connection)
+
+    def _discard(self) -> None:
+        """Let go of the connection after a failed fetch: nothing of its chunk was returned."""
+        connection, self._connection, self._cursor = self._connection, None, None
+        if connection is not None:
+            self._connections.discard(connection)
 
     def _read(self, split: StreamChunkSplit, deadline: float) -> ChunkCopy | None:
         """The chunk's rows at an admitted snapshot, or ``None`` if none was admitted before

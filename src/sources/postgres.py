@@ -35,10 +35,10 @@ from enumerators.static import StaticSplitEnumerator
 from readers.postgres import ChunkQuery, TableChunkReader
 from readers.postgres_connections import CONNECTIONS
 from sources.api import Source
-from sources.errors import InvalidOptionError, SchemaMismatchError
+from sources.errors import InvalidOptionError, SchemaMismatchError, SourceUnavailableError
 from sources.options import Option, Options
 from sources.postgres_catalog import TableDescription, describe_table, quote_identifier
-from sources.postgres_connection import PostgresConnection
+from sources.postgres_connection import PostgresConnection, unavailable
 from sources.splits.postgres import TableChunkSplit, TableChunkSplitSerializer
 
 __all__ = [
@@ -148,6 +148,10 @@ class PostgresSource(Source[TableChunkSplit, list[TableChunkSplit]]):
         self, context: EnumeratorContext, state: list[TableChunkSplit]
     ) -> StaticSplitEnumerator[TableChunkSplit]:
         return StaticSplitEnumerator(state)
+
+    def as_unavailable(self, error: Exception) -> SourceUnavailableError | None:
+        """A refused or broken connection, a server restarting or in recovery, is one."""
+        return unavailable(error, self.connection.system) or super().as_unavailable(error)
 
     def create_reader(self, schema: pa.Schema) -> TableChunkReader:
         selects = {column.name: column.select for column in self.table.columns}

@@ -61,12 +61,12 @@ from readers.postgres_log import ChunkFilter, LogReader
 from readers.postgres_stream import PostgresStreamReader, StreamChunkReader
 from sources.api import Source
 from sources.capabilities import SupportsRecordIndex
-from sources.errors import InvalidOptionError
+from sources.errors import InvalidOptionError, SourceUnavailableError
 from sources.options import Option, Options
 from sources.postgres import DEFAULT_CHUNK_SIZE, table_options
 from sources.postgres_catalog import describe_table, quote_identifier
 from sources.postgres_checks import check_change_capture
-from sources.postgres_connection import PostgresConnection
+from sources.postgres_connection import PostgresConnection, unavailable
 from sources.postgres_slot import lsn_number
 from sources.postgres_tables import NO_PATTERNS, CapturedTable, TablePatterns, resolve_tables
 from sources.split import Boundedness
@@ -255,6 +255,10 @@ class PostgresChangesSource(
             adds_tables=self.patterns is not None,
         )
         return PostgresStreamEnumerator(settings, state)
+
+    def as_unavailable(self, error: Exception) -> SourceUnavailableError | None:
+        """A refused or broken connection, a server restarting or in recovery, is one."""
+        return unavailable(error, self.connection.system) or super().as_unavailable(error)
 
     def create_reader(self, schema: pa.Schema) -> PostgresStreamReader:
         queries = {

@@ -10,16 +10,55 @@ password, whether it came as an option or inside the URL.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
+import adbc_driver_manager
 import adbc_driver_postgresql.dbapi as adbc
 import psycopg
 
-__all__ = ["PostgresConnection", "redact_url"]
+from sources.errors import SourceUnavailableError
+
+__all__ = ["PostgresConnection", "redact_url", "unavailable"]
 
 _SCHEMES = ("postgresql", "postgres")
+
+
+_UNAVAILABLE_STATES = ("08", "57P", "53300")
+"""SQLSTATE classes of an outage: connection exceptions, a server shutting down, starting
+or in recovery (``57P01``-``57P03``), too many connections."""
+_UNAVAILABLE_TEXT = re.compile(
+    r"connection refused|connection reset|connection is closed|no connection to the server|"
+    r"server closed the connection|terminating connection|could not connect|timeout expired|"
+    r"the database system is (?:starting up|shutting down|in recovery|not yet accepting)|"
+    r"could not receive data|could not send data|broken pipe",
+    re.IGNORECASE,
+)
+
+
+def unavailable(error: Exception, system: str) -> SourceUnavailableError | None:
+    """The outage of ``system`` that ``error`` of psycopg or ADBC means: a refused or broken
+    connection, a server restarting or in recovery; ``None`` for other errors (a wrong
+    password, a missing table), which waiting does not cure.
+
+    Examples
+    --------
+    >>> unavailable(psycopg.errors.AdminShutdown("terminating connection"), "db:5432")
+    SourceUnavailableError('db:5432 cannot be reached: terminating connection')
+    >>> unavailable(psycopg.errors.UndefinedTable("no such table"), "db:5432") is None
+    True
+    """
+    state = error.sqlstate if isinstance(error, psycopg.Error) else None
+    if state is not None and not state.startswith(_UNAVAILABLE_STATES):
+        return None
+    if not isinstance(error, psycopg.Error | adbc_driver_manager.Error):
+        return None
+    message = str(error).strip()
+    if state is None and not _UNAVAILABLE_TEXT.search(message):
+        return None
+    return SourceUnavailableError(message.splitlines()[0], system)
 
 
 def redact_url(url: str) -> str:
@@ -69,6 +108,12 @@ class PostgresConnection:
     def __repr__(self) -> str:
         user = self.effective_user
         return f"PostgresConnection({self.shown}" + (f", user {user})" if user else ")")
+
+    @property
+    def system(self) -> str:
+        """The server as outage messages name it: ``PostgreSQL at db:5432``."""
+        parts = urlsplit(self.url)
+        return f"PostgreSQL at {parts.hostname}:{parts.port or 5432}"
 
     @property
     def shown(self) -> str:
