@@ -549,3 +549,17 @@ def test_an_enumerator_handing_out_a_split_in_flight_after_a_restart_is_told_why
     message = str(caught.value)
     assert "handed out split '0' while the offset lists it as still being read" in message
     assert "snapshot_state must leave out the splits next_splits handed out" in message
+
+
+def test_the_first_batch_a_restarted_query_plans_is_reported() -> None:
+    source = NumberSequenceSource(0, 999, 4)
+    driver = SparkDriver(
+        lambda: StreamCoordinator(source, AdmissionLimits(max_splits=1, max_records=100))
+    )
+    driver.run_batch(limited=True)
+    driver.run_batch(limited=True, crash_before_commit=True)  # restarts, plans the logged batch
+
+    report = driver.coordinator.report()
+    assert report is not None
+    assert report["metrics"]["activeSplits"] >= 1
+    assert report["metrics"]["pendingRecords"] > 0

@@ -14,6 +14,7 @@ from readers.formats import FormatOptions, missing_file_error, read_range
 from sources.errors import CorruptFileError, FileReadError, MissingFileError
 from sources.filesystems import Storage, modified_ms
 from sources.filters import Filter, arrow_predicate
+from sources.outages import storage_outage
 from sources.partitioning import partition_value
 from sources.splits.files import FileSplit
 
@@ -73,6 +74,9 @@ class FileSplitReader(SplitReader[FileSplit]):
         self._predicate = arrow_predicate(config.filters, schema)
         self._splits: list[FileSplit] = []
         self._current: Iterator[pa.RecordBatch] | None = None
+        self._rows_returned = 0
+        """Rows of the first split already returned: a read again after a failed fetch
+        (an outage of the storage) skips them."""
 
     def handle_splits_changes(self, change: SplitsAddition[FileSplit]) -> None:
         self._splits.extend(change.splits)
@@ -82,14 +86,20 @@ class FileSplitReader(SplitReader[FileSplit]):
             return RecordsBySplit()
         split = self._splits[0]
         if self._current is None:
-            self._current = self._open(split)
+            self._current = _skipped(self._open(split), self._rows_returned)
         batches = []
-        for batch in self._current:
-            batches.append(batch)
-            if len(batches) == BATCHES_PER_FETCH:
-                return RecordsBySplit({split.split_id: batches})
+        try:
+            for batch in self._current:
+                batches.append(batch)
+                if len(batches) == BATCHES_PER_FETCH:
+                    self._rows_returned += sum(batch.num_rows for batch in batches)
+                    return RecordsBySplit({split.split_id: batches})
+        except BaseException:
+            self._current = None  # a fetch after an outage opens the split again
+            raise
         self._splits.pop(0)
         self._current = None
+        self._rows_returned = 0
         return RecordsBySplit({split.split_id: batches}, frozenset({split.split_id}))
 
     def wakeup(self) -> None:
@@ -99,7 +109,7 @@ class FileSplitReader(SplitReader[FileSplit]):
         try:
             yield from self._read(split)
         except FileReadError as error:
-            if not self._skip.skips(error):
+            if not self._skip.skips(error) or storage_outage(error) is not None:
                 raise
             option = (
                 "ignoreMissingFiles"
@@ -156,3 +166,13 @@ class FileSplitReader(SplitReader[FileSplit]):
             else:
                 columns.append(batch.column(field.name))
         return pa.RecordBatch.from_arrays(columns, schema=self._schema)
+
+
+def _skipped(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """``batches`` without their first ``rows`` rows."""
+    for batch in batches:
+        if rows >= batch.num_rows:
+            rows -= batch.num_rows
+            continue
+        yield batch.slice(rows) if rows else batch
+        rows = 0

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from sources.errors import SourceUnavailableError, SplitSourceError
 from sources.options import Option, Options, parse_options
+from sources.outages import storage_outage
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
 from sources.tuning import Tuning
@@ -272,8 +273,10 @@ class Source(ABC, Generic[SplitT, StateT]):
         up to ``outageTimeout`` on the driver and in reader tasks. Called on the driver
         and on executors with whatever the enumerator or the reader raised. By default,
         a ``SourceUnavailableError`` is one, and so are Python's own ``ConnectionError``
-        and ``TimeoutError``; other errors of the client, and every other
-        ``SplitSourceError``, are not. Override it to add the client's, and call this one
+        and ``TimeoutError`` and an object store's connection errors
+        (:func:`~sources.outages.storage_outage`, which covers a state store on one);
+        other errors of the client, and every other ``SplitSourceError``, are not.
+        Override it to add the client's, and call this one
         for the rest.
 
         Examples
@@ -287,9 +290,8 @@ class Source(ABC, Generic[SplitT, StateT]):
         """
         if isinstance(error, SourceUnavailableError):
             return error
-        if isinstance(error, SplitSourceError) or not isinstance(
-            error, ConnectionError | TimeoutError
-        ):
+        outage = None if isinstance(error, SplitSourceError) else storage_outage(error)
+        if outage is None:
             return None
         system = f"the system {self.format_name()} reads"
-        return SourceUnavailableError(f"{type(error).__name__}: {error}", system)
+        return SourceUnavailableError(f"{type(outage).__name__}: {outage}", system)

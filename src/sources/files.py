@@ -54,7 +54,7 @@ from sources.capabilities import (
     SupportsPlanRefinement,
     SupportsStorageOptions,
 )
-from sources.errors import FileReadError, InvalidOptionError
+from sources.errors import FileReadError, InvalidOptionError, SourceUnavailableError
 from sources.file_format_options import (
     DEFAULT_ONLY_OPTIONS,
     FORMAT_OPTION_ALIASES,
@@ -66,6 +66,7 @@ from sources.file_format_options import (
 from sources.filesystems import Storage, same_filesystem, strip_protocol
 from sources.filters import Filter
 from sources.options import Option, Options
+from sources.outages import storage_outage
 from sources.partitioning import infer_partition_type, matching_partitions
 from sources.split import Boundedness
 from sources.splits.files import FileSplit, FileSplitSerializer
@@ -470,6 +471,15 @@ class FileSource(
             partitions, self.read.filters, self.partition_columns, self.read.format.time_zone
         )
         return [split for split in splits if split.partition in kept]
+
+    def as_unavailable(self, error: Exception) -> SourceUnavailableError | None:
+        """An endpoint that refuses, drops or times out connections, in the cause chain of
+        what the storage's client raised, is one."""
+        outage = storage_outage(error)
+        if outage is None:
+            return super().as_unavailable(error)
+        problem = f"{type(outage).__name__}: {outage}"
+        return SourceUnavailableError(problem, f"the storage of {self.storage.url}")
 
     def create_reader(self, schema: pa.Schema) -> FileSplitReader:
         return FileSplitReader(self.read, schema)

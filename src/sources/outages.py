@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from sources.errors import SourceUnavailableError
 
-__all__ = ["OUTAGE_TIMEOUT", "OutageWatch", "declared_outage", "span"]
+__all__ = ["OUTAGE_TIMEOUT", "OutageWatch", "declared_outage", "span", "storage_outage"]
 
 T = TypeVar("T")
 
@@ -185,3 +185,40 @@ def declared_outage(error: Exception) -> SourceUnavailableError | None:
     """``error`` if it is a :class:`~sources.errors.SourceUnavailableError`: the mapping of a
     watch that knows no source's client."""
     return error if isinstance(error, SourceUnavailableError) else None
+
+
+_OUTAGE_CLASSES = frozenset(
+    {
+        ("botocore", "ConnectionError"),  # endpoint refused, closed, timed out (its subclasses)
+        ("botocore", "HTTPClientError"),
+        ("aiohttp", "ClientConnectionError"),
+        ("aiohttp", "ServerTimeoutError"),
+    }
+)
+"""Errors of the object-store clients under fsspec (s3fs, gcsfs, adlfs) that mean the
+endpoint cannot be reached, by the package that defines them and their class name."""
+
+
+def storage_outage(error: BaseException) -> BaseException | None:
+    """The error in ``error``'s cause chain that says the storage cannot be reached: a
+    connection refused, reset or timed out (Python's, or an object-store client's); ``None``
+    when there is none.
+
+    Examples
+    --------
+    >>> storage_outage(ConnectionResetError(104, "reset by peer"))
+    ConnectionResetError(104, 'reset by peer')
+    >>> storage_outage(FileNotFoundError("gone")) is None
+    True
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionError | TimeoutError):
+            return current
+        for kind in type(current).__mro__:
+            if (kind.__module__.partition(".")[0], kind.__name__) in _OUTAGE_CLASSES:
+                return current
+        current = current.__cause__ or current.__context__
+    return None

@@ -23,39 +23,72 @@ class Writer(threading.Thread):
     keys, some below and above the table's keys, until stopped."""
 
     def __init__(
-        self, postgres: PostgresServer, database: str, pause: float = 0.0, table: str = "items"
+        self,
+        postgres: PostgresServer,
+        database: str,
+        pause: float = 0.0,
+        table: str = "items",
+        reconnects: bool = False,
     ) -> None:
         super().__init__(daemon=True)
+        self.postgres = postgres
+        self.database = database
         self.connection = postgres.connect(database, autocommit=False)
         self.table = table
         """The table it changes, as SQL names it (``items (id, v)`` by default)."""
         self.pause = pause
         """Seconds between transactions: some leave the CPU to Spark drivers starting."""
+        self.reconnects = reconnects
+        """Whether it waits out a server that is gone, connecting again until it is back."""
         self.stopped = threading.Event()
         self.transactions = 0
+        self.outages = 0
         self.failure: BaseException | None = None
 
     def run(self) -> None:
+        import psycopg
+
         chance = random.Random(61)
-        table = self.table
         try:
-            with self.connection:
-                while not self.stopped.is_set():
-                    for _ in range(chance.randint(1, 3)):
-                        key = chance.randint(-50, ROWS + 500)
-                        action = chance.random()
-                        if action < 0.6:
-                            statement = f"UPDATE {table} SET v = v + 1 WHERE id = %s"
-                        elif action < 0.8:
-                            statement = f"DELETE FROM {table} WHERE id = %s"
-                        else:
-                            statement = f"INSERT INTO {table} VALUES (%s, 0) ON CONFLICT DO NOTHING"
-                        self.connection.execute(statement, (key,))
-                    self.connection.commit()
-                    self.transactions += 1
-                    self.stopped.wait(self.pause)
+            while not self.stopped.is_set():
+                try:
+                    self._transaction(chance)
+                except psycopg.OperationalError:
+                    if not self.reconnects:
+                        raise
+                    self.outages += 1
+                    self._connect_again()
+                self.stopped.wait(self.pause)
         except BaseException as error:
             self.failure = error
+        finally:
+            self.connection.close()
+
+    def _transaction(self, chance: random.Random) -> None:
+        table = self.table
+        for _ in range(chance.randint(1, 3)):
+            key = chance.randint(-50, ROWS + 500)
+            action = chance.random()
+            if action < 0.6:
+                statement = f"UPDATE {table} SET v = v + 1 WHERE id = %s"
+            elif action < 0.8:
+                statement = f"DELETE FROM {table} WHERE id = %s"
+            else:
+                statement = f"INSERT INTO {table} VALUES (%s, 0) ON CONFLICT DO NOTHING"
+            self.connection.execute(statement, (key,))
+        self.connection.commit()
+        self.transactions += 1
+
+    def _connect_again(self) -> None:
+        import psycopg
+
+        self.connection.close()
+        while not self.stopped.is_set():
+            try:
+                self.connection = self.postgres.connect(self.database, autocommit=False)
+                return
+            except psycopg.OperationalError:
+                self.stopped.wait(0.5)
 
 
 def make_items(postgres: PostgresServer, database: str, rows: int) -> None:

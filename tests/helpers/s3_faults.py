@@ -60,12 +60,29 @@ class FaultyProxy(Service):
             upstream = upstream_port
             owner = proxy
 
+        self._handler = Handler
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.down = False
+        """While True the endpoint is gone: connections are refused, and those kept open
+        are dropped at their next request."""
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self._port}"
+
+    def go_down(self) -> None:
+        """Stop answering, as an endpoint that stopped: refuse and drop every connection."""
+        self.down = True
+        self.stop()
+
+    def come_back(self) -> None:
+        """Answer again on the same port."""
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.down = False
+        self.start()
 
     def inject(self, fault: Fault) -> Fault:
         """Arm ``fault``; its ``hits`` count the requests it answered."""
@@ -109,6 +126,9 @@ class _Forwarder(BaseHTTPRequestHandler):
         """Quiet: the tests read outcomes, not access logs."""
 
     def _handle(self) -> None:
+        if self.owner.down:  # a connection kept open from before: dropped unanswered
+            self.close_connection = True
+            return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         fault = self.owner.take_fault(self.command, self.path)

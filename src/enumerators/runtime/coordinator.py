@@ -458,7 +458,18 @@ class StreamCoordinator:
                 begin = before.position
             if progress.position > begin:
                 slices.append(split.with_range(begin, progress.position))
+        if self._report is None:
+            self._report_restarted(end, end_json)
         return slices
+
+    def _report_restarted(self, end: StreamOffset, end_json: Mapping[str, Any]) -> None:
+        """Report on the batch a restarted query plans before any ``latestOffset``, so that
+        its first progress carries the source's figures too."""
+        enumerator = self._restore(end, end_json)
+        entries = self._active(end)
+        ends = self._readable_ends(enumerator, entries)
+        counted = all(counts_records(self._source, e.split) for e in entries.values())
+        self._report_on(enumerator, entries, ends, None, counted, None)
 
     def commit(self, end_json: Mapping[str, Any]) -> None:
         """Spark committed the batch ending at ``end``: run the commit-time side effects.
