@@ -8,7 +8,8 @@ The golden values and hypothesis strategies are those of the sources' own tests.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -232,6 +233,15 @@ class KafkaContext(ValueRows):
 
     def append(self, split: int) -> None:
         self.broker.produce(self.topic, [str(v) for v in self.take(ROWS)], partition=split)
+
+    @contextmanager
+    def outage(self) -> Iterator[None]:
+        """The broker SIGKILLed, then started again on its data."""
+        self.broker.kill()
+        try:
+            yield
+        finally:
+            self.broker.start()
 
     def splits(self) -> SearchStrategy[Any]:
         return test_kafka_options.kafka_splits

@@ -11,7 +11,8 @@ strategies are those of ``test_postgres_source``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -27,7 +28,7 @@ from helpers.postgres import PostgresServer
 from sources.postgres import PostgresSource
 from sources.postgres_changes import PostgresChangesSource
 from sources.splits.postgres import LogSplit, PostgresStreamSplit, TableChunkSplit
-from sources.testing.conformance import ConformanceContext, SourceConformanceSuite
+from sources.testing.conformance import Case, ConformanceContext, SourceConformanceSuite
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -51,6 +52,15 @@ class PostgresContext(ConformanceContext):
         self.server = server
         self.database = database
         self.table = ""
+
+    @contextmanager
+    def outage(self) -> Iterator[None]:
+        """The server stopped (``pg_ctl stop -m fast``), then started again."""
+        self.server.stop()
+        try:
+            yield
+        finally:
+            self.server.start()
 
     def create_input(self, splits: int) -> Mapping[str, Any]:
         self.table = f"items_{next(self.tables)}"
@@ -98,6 +108,10 @@ class PostgresContext(ConformanceContext):
 @pytest.mark.postgres
 class TestPostgres(SourceConformanceSuite):
     context_class: ClassVar[type[PostgresContext]] = PostgresContext
+    unsupported: ClassVar = {
+        Case.OUTAGE: "a chunk is read in one transaction: cut after some of its rows, the "
+        "task fails (read again, the rest would be at another snapshot)"
+    }
 
     @pytest.fixture
     def spark_session(self, spark: SparkSession) -> SparkSession:
@@ -164,3 +178,4 @@ class PostgresChangesContext(PostgresContext):
 
 class TestPostgresChanges(TestPostgres):
     context_class = PostgresChangesContext
+    unsupported: ClassVar = {}

@@ -420,7 +420,10 @@ class PostgresStreamEnumerator(
             "WHERE slot_name = %s",
             (settings.slot,),
         ).fetchone()
-        again = "start the stream again from a new checkpoint (it reads the table's snapshot again)"
+        again = (
+            "start the stream again from a new checkpoint, with an empty stateLocation and "
+            "snapshotLocation (it reads the table's snapshot again)"
+        )
         lost = row is None or row[0] == "lost"
         if lost and not settings.fail_on_data_loss:
             self._replace_slot(session, None if row is None else lsn_number(row[1]))
@@ -429,7 +432,8 @@ class PostgresStreamEnumerator(
             raise DataLossError(
                 f"the replication slot {settings.slot} of the stream of {settings.shown} "
                 f"is gone (dropped?): the changes since the last micro-batch cannot be read; "
-                f"{again}"
+                f"{again}; or set failOnDataLoss to false to read on from a new slot of that "
+                "name, skipping the changes lost"
             )
         status, confirmed = row
         if status == "lost":

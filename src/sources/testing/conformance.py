@@ -87,6 +87,7 @@ from sources.testing.context import Case, ConformanceContext
 from sources.testing.contracts import check_enumerator_checkpoint, check_split_ranges
 from sources.testing.faults import kill_once_source
 from sources.testing.jobs import Job, job_env, job_settings, workers_import_path
+from sources.testing.outages import check_outage
 from sources.testing.planning import logged, next_batch, read_partitions, stream_reader
 from sources.testing.streams import SinkStream
 
@@ -465,6 +466,18 @@ class SourceConformanceSuite:
         )
 
     # --- the split reader -----------------------------------------------------
+
+    def test_outage(self, context: ConformanceContext, tmp_path: Path) -> None:
+        """With the source's system gone for a few seconds (the context's ``outage()``), a
+        read cut by it reads on after it with every record once, and a planning call made
+        during it answers "nothing new" instead of failing."""
+        self.skip_unsupported(Case.OUTAGE, context)
+        if context.outage() is None:
+            pytest.skip(
+                f"{type(context).__name__} has no outage(): give one that makes the source's "
+                "system unreachable for a while, to check that a stream waits it out"
+            )
+        check_outage(context, stream_test_options(context, tmp_path))
 
     def test_wakeup_latency(self, context: ConformanceContext, tmp_path: Path) -> None:
         """``wakeup()`` before a fetch makes it return promptly; a fetch in progress returns

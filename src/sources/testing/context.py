@@ -7,6 +7,7 @@ import enum
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -62,6 +63,10 @@ class Case(enum.StrEnum):
     """The same ``(start, end)`` offsets plan the same partitions and rows, on a new driver."""
     DETERMINISTIC_INITIAL_OFFSET = "deterministic_initial_offset"
     """The initial offset is the same across restarts before the first commit."""
+    OUTAGE = "outage"
+    """With the source's system unavailable for a while (the context's ``outage()``), a
+    planning call answers "nothing new" and a reader task reads on after it: every record
+    once (no Spark); a failure names the method."""
     WAKEUP_LATENCY = "wakeup_latency"
     """``wakeup()`` makes a blocked ``fetch`` return promptly, also when called before it; a
     fetch of a range past an unbounded split's records may fail, but if it waits, a wakeup
@@ -167,6 +172,15 @@ class ConformanceContext(ABC):
     @abstractmethod
     def states(self) -> SearchStrategy[Any]:
         """A hypothesis strategy of this source's enumerator states."""
+
+    def outage(self) -> AbstractContextManager[None] | None:
+        """A context manager inside which the source's system cannot be reached: a server
+        stopped, a broker killed, an endpoint refusing connections; and when it exits, the
+        system is back on the same data. ``None`` (the default) skips the outage case.
+
+        Example: ``return contextlib.closing(...)``, or a generator function decorated
+        with ``contextlib.contextmanager`` that stops the server, yields, and starts it."""
+        return None
 
     def golden_split(self, version: int) -> SourceSplit:
         """The split that the golden file of split serializer ``version`` reads as today.
