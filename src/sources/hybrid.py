@@ -73,6 +73,7 @@ from sources.errors import (
     InvalidOptionError,
     SchemaMismatchError,
     SourceDefinitionError,
+    SourceUnavailableError,
     SplitSourceError,
 )
 from sources.options import Option, Options
@@ -458,6 +459,14 @@ class HybridSource(
             if mine:
                 refined += [HybridSplit(index, s) for s in refined_plan(source, mine)]
         return refined
+
+    def as_unavailable(self, error: Exception) -> SourceUnavailableError | None:
+        """An outage of any stage's system, as that stage's source says."""
+        for source in self.sources:
+            outage = source.as_unavailable(error)
+            if outage is not None:
+                return outage
+        return super().as_unavailable(error)
 
     def create_reader(self, schema: pa.Schema) -> HybridSplitReader:
         factories = []
