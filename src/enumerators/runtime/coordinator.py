@@ -458,13 +458,16 @@ class StreamCoordinator:
                 begin = before.position
             if progress.position > begin:
                 slices.append(split.with_range(begin, progress.position))
-        if self._report is None:
-            self._report_restarted(end, end_json)
+        if self._report is None and start is not None:
+            self._report_restarted(start, end, end_json)
         return slices
 
-    def _report_restarted(self, end: StreamOffset, end_json: Mapping[str, Any]) -> None:
+    def _report_restarted(
+        self, start: StreamOffset, end: StreamOffset, end_json: Mapping[str, Any]
+    ) -> None:
         """Report on the batch a restarted query plans before any ``latestOffset``, so that
         its first progress carries the source's figures too."""
+        self._spill.recover(start.epoch)  # the committed epoch, before a restore from ``end``
         enumerator = self._restore(end, end_json)
         entries = self._active(end)
         ends = self._readable_ends(enumerator, entries)
