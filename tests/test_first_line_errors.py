@@ -34,6 +34,7 @@ def stream(spark: SparkSession, name: str, directory: Path) -> None:
     query = (
         spark.readStream.format(f"splitsource.{name}")
         .option("splits", 1)
+        .option("outageTimeout", "1s")
         .load()
         .writeStream.format("noop")
         .option("checkpointLocation", str(directory / "checkpoint"))
@@ -54,15 +55,29 @@ def first_line_of_failure(read: Callable[..., None], *args: object) -> tuple[str
     return lines[1 if preamble else 0], message
 
 
-@pytest.mark.parametrize("read", [batch, stream], ids=["batch", "stream"])
 def test_a_failed_discovery_is_a_discovery_error_on_the_first_line(
-    spark: SparkSession, tmp_path: Path, read: Callable[..., None]
+    spark: SparkSession, tmp_path: Path
 ) -> None:
-    first, message = first_line_of_failure(read, spark, "unreachable", tmp_path)
+    first, message = first_line_of_failure(batch, spark, "unreachable", tmp_path)
 
     assert (
         "DiscoveryError: Discovering new splits of splitsource.unreachable failed: "
         "ConnectionRefusedError: [Errno 111] Connection refused (127.0.0.1:1)" in first
+    ), message
+
+
+def test_a_stream_that_cannot_reach_its_system_past_the_outage_timeout_says_so_first(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    first, message = first_line_of_failure(stream, spark, "unreachable", tmp_path)
+
+    assert (
+        "SourceUnavailableError: the system splitsource.unreachable reads cannot be reached: "
+        "latestOffset of splitsource.unreachable failed " in first
+    ), message
+    assert (
+        "past outageTimeout (1s); the last error: ConnectionRefusedError: [Errno 111] "
+        "Connection refused (127.0.0.1:1)" in first
     ), message
 
 

@@ -78,6 +78,7 @@ def test_splits_read_whole_report_what_waits_not_offsets() -> None:
         "pendingBytes": 120,
         "activeSplits": 1,
         "sourceIdleTime": 2500,
+        "sourceUnavailableTime": 0,
     }
 
 

@@ -40,25 +40,32 @@ __all__ = ["OUTAGE_SECONDS", "check_outage"]
 
 OUTAGE_SECONDS = 3.0
 """How long the system stays unreachable once a read or a planning call has met it."""
+_BATCHES = 3
+"""The most micro-batches whose ranges the case reads: until it has two ranges or more."""
 _OUTAGE_TIMEOUT = 300.0
 """The ``outageTimeout`` of the case: longer than any outage a context makes."""
 
 
 def check_outage(context: ConformanceContext, options: Mapping[str, Any]) -> None:
-    """Read a stream's first micro-batch through an outage, then plan through another; the
+    """Read a stream's first micro-batches through an outage, then plan through another; the
     records equal those of a read without one, and the planning call does not fail."""
     options = {**options, "outageTimeout": f"{_OUTAGE_TIMEOUT:.0f}s"}
     driver = stream_reader(context.source_class, options)
     try:
-        start = logged(driver.initialOffset())
-        end = next_batch(driver, start)
-        ranges = partition_splits(driver, driver.partitions(start, end))
+        start = end = logged(driver.initialOffset())
+        ranges: list[SourceSplit] = []
+        for _ in range(_BATCHES):  # ranges enough that the read takes more than one fetch
+            start, end = end, next_batch(driver, end)
+            ranges += partition_splits(driver, driver.partitions(start, end))
+            if len(ranges) > 1:
+                break
         source, schema = driver.source, arrow_schema(driver.schema)
         probe = source.create_reader(schema)
         reader_name = f"{type(probe).__name__}.fetch"
         probe.close()
-        expected = rows_of(context, read_all_of(source.create_reader(schema), ranges))
+        # through the outage first: a source may keep what it read (Postgres' chunk copies)
         read = _read_through_outage(context, source, schema, ranges, reader_name)
+        expected = rows_of(context, read_all_of(source.create_reader(schema), ranges))
         _check_read_once(reader_name, rows_of(context, read), expected)
         _check_planning_waits(context, driver, end)
     finally:
