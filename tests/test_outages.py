@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from enumerators import CompletedCheckpoint, EnumeratorContext, StaticSplitEnumerator
+from enumerators.rate import RateEnumerator
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from readers import FetcherSettings, RecordsBySplit, SplitFetcher
@@ -18,7 +19,8 @@ from sources import SourceUnavailableError
 from sources.numbers import NumberSequenceSource
 from sources.outages import OutageWatch
 from sources.splits.numbers import NumberSequenceSplit
-from test_coordinator import SparkDriver
+from sources.splits.rate import RateSplit
+from test_coordinator import SparkDriver, _RateWith, spark_json
 
 SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
 OUTAGE = SourceUnavailableError("Connection refused", system="example.org:5432")
@@ -242,3 +244,30 @@ def test_a_stream_fails_with_the_outage_once_it_lasts_past_the_timeout() -> None
         "the system splitsource.numbers reads cannot be reached: latestOffset of "
         "splitsource.numbers failed"
     )
+
+
+class _UnreachableRateEnumerator(RateEnumerator):
+    def discover_more_splits(self) -> list[RateSplit]:
+        time.sleep(0.3)  # a client's connection attempt: planning answers before it fails
+        raise ConnectionRefusedError(111, "Connection refused")
+
+
+def test_an_outage_met_by_discovery_lasts_until_a_discovery_reaches_the_system() -> None:
+    """Planning after a restore answers at once while the new discovery thread has not yet
+    reached the system: that answer must not end the outage and restart its clock."""
+    source = _RateWith()
+    source.enumerator_class = _UnreachableRateEnumerator
+    watch = OutageWatch(source.format_name(), 1.0, source.as_unavailable)
+    coordinator = StreamCoordinator(
+        source, AdmissionLimits(), discovery_interval=0.05, outages=watch
+    )
+    start = spark_json(coordinator.initial_offset())
+
+    with pytest.raises(SourceUnavailableError, match="past outageTimeout"):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert coordinator.latest_offset(start, limited=True) == start
+            report = coordinator.report()
+            assert report is not None and report["metrics"]["sourceUnavailableTime"] < 1_500
+            time.sleep(0.05)
+    coordinator.close()

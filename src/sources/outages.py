@@ -149,9 +149,12 @@ class OutageWatch:
         action: Callable[[], T],
         recover: Callable[[], None] = lambda: None,
         pause: Callable[[float], None] = time.sleep,
+        settled: Callable[[], bool] = lambda: True,
     ) -> T:
         """``action()``, tried again after ``recover()`` and a pause while it fails with an
-        outage, until it succeeds or the outage lasts past the timeout."""
+        outage, until it succeeds or the outage lasts past the timeout. A success ends the
+        outage only if ``settled()``: a call that may succeed without reaching the system
+        (its answer waits on a background thread) leaves that to a later one."""
         while True:
             try:
                 result = action()
@@ -163,7 +166,8 @@ class OutageWatch:
                 recover()
                 pause(wait)
                 continue
-            self.recovered()
+            if settled():
+                self.recovered()
             return result
 
 

@@ -165,7 +165,10 @@ class StreamCoordinator:
         """
         if self._first_batch_pending or self._mode is ReadMode.AVAILABLE_NOW:
             return self._outages.call(
-                "latestOffset", lambda: self._latest_offset(start_json, limited), self._forget
+                "latestOffset",
+                lambda: self._latest_offset(start_json, limited),
+                self._forget,
+                settled=self._reached_system,
             )
         try:
             end = self._latest_offset(start_json, limited)
@@ -178,8 +181,14 @@ class StreamCoordinator:
             self._report_unavailable()
             time.sleep(pause)
             return start_json
-        self._outages.recovered()
+        if self._reached_system():
+            self._outages.recovered()
         return end
+
+    def _reached_system(self) -> bool:
+        """Whether a call that succeeded shows the source's system answering again: not
+        while a discovery, which runs on its own thread, has yet to reach it."""
+        return self._discovery is None or self._discovery.reached
 
     def _report_unavailable(self) -> None:
         """Keep the last report, with how long the source's system has been unreachable."""
@@ -399,6 +408,7 @@ class StreamCoordinator:
             counts_records=counts_records,
             pending=dict(enumerator.pending()),
             idle_ms=self._idle_ms(),
+            unavailable_ms=self._outages.unavailable_ms,
             event_times={}
             if aligned is None
             else aligned.next_times(self._positions(entries), reached),

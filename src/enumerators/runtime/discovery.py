@@ -41,6 +41,8 @@ class PeriodicDiscovery(Generic[T]):
         self._source = source
         self._results: queue.Queue[T] = queue.Queue()
         self._failure: Exception | None = None
+        self.reached = False
+        """Whether a discovery has succeeded: the outside system answered this thread."""
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"splitsource-discovery-{source}", daemon=True
@@ -81,5 +83,6 @@ class PeriodicDiscovery(Generic[T]):
             except Exception as error:
                 self._failure = error
                 return
+            self.reached = True
             self._results.put(found)
             self._stopping.wait(self._interval)
