@@ -16,7 +16,7 @@ from typing import Any
 
 __all__ = ["failure_cause"]
 
-_OURS = re.compile(r"^\s*sources\.errors\.(\w+): (.*)$", re.MULTILINE)
+_OURS = re.compile(r"\bsources\.errors\.(\w+): (.*)$", re.MULTILINE)
 _RAISED = re.compile(r"^\s*((?:\w+\.)*\w+(?:Error|Exception|Exit)): (\S.*)$", re.MULTILINE)
 _WRAPPERS = frozenset(
     {
@@ -54,6 +54,12 @@ def failure_cause(failed: Any) -> str | None:
     ... )
     >>> failure_cause(text)
     'SourceUnavailableError: PostgreSQL at db:5432 cannot be reached: ...'
+    >>> failure_cause(
+    ...     "[STREAM_FAILED] Query [id = 1] terminated with exception: Failed when Python "
+    ...     "streaming data source perform latestOffset: sources.errors.DataLossError: the "
+    ...     "slot is gone"
+    ... )
+    'DataLossError: the slot is gone'
     >>> failure_cause("ValueError: bad value")
     'ValueError: bad value'
     """
