@@ -4,6 +4,7 @@ stopped by a person (issue 52)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,17 +12,23 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from enumerators.runtime.admission import AdmissionLimits
+from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres_writer import ROWS, Writer, make_items, rebuild_items
+from readers.fetcher import FetcherSettings, SplitFetcher
+from sources.outages import OutageWatch
 from sources.postgres_changes import PostgresChangesSource
 from sources.spark import register
 from sources.spark.metrics import source_metrics
+from sources.spark.partitions import arrow_schema
+from sources.testing import parse_ddl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from helpers.postgres import PostgresServer
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 STOPPED_SECONDS = 60
 
@@ -38,6 +45,7 @@ def wait_until(query: Any, done: Callable[[], bool], what: str, timeout: float =
         time.sleep(0.2)
 
 
+@pytest.mark.spark
 def test_a_change_stream_rides_out_a_restart_in_its_snapshot_and_a_stop_in_its_log(
     spark: SparkSession, postgres: PostgresServer, postgres_database: str, tmp_path: Path
 ) -> None:
@@ -102,3 +110,84 @@ def test_a_change_stream_rides_out_a_restart_in_its_snapshot_and_a_stop_in_its_l
     with postgres.connect(postgres_database) as db:
         table = dict(db.execute("SELECT id, v FROM items").fetchall())
     assert rebuild_items(rows) == table
+
+
+def read_through_a_stop(
+    postgres: PostgresServer, source: PostgresChangesSource, ranges: list[Any], query: str
+) -> list[dict[str, Any]]:
+    """``ranges`` read as a task reads them, the server stopped (``-m fast``) the moment a
+    query of the read containing ``query`` runs, and started again three seconds later."""
+    schema = arrow_schema(parse_ddl(source.schema()))
+    watch = OutageWatch(source.format_name(), 120.0, source.as_unavailable)
+    rows: list[dict[str, Any]] = []
+    failures: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            fetcher = SplitFetcher(
+                lambda: source.create_reader(schema), ranges, schema, FetcherSettings(), watch
+            )
+            rows.extend(row for batch in fetcher for row in batch.to_pylist())
+        except BaseException as error:
+            failures.append(error)
+
+    reading = threading.Thread(target=read)
+    reading.start()
+    deadline = time.monotonic() + 60
+    with postgres.admin() as admin:
+        while not admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+            "AND pid <> pg_backend_pid() AND position(%s in query) > 0",
+            (query,),
+        ).fetchone()[0]:
+            assert reading.is_alive() and time.monotonic() < deadline, f"no {query} ran"
+            time.sleep(0.005)
+    postgres.stop()
+    time.sleep(3)
+    postgres.start()
+    reading.join(120)
+    assert not failures, failures
+    return rows
+
+
+def test_a_server_stopped_in_a_chunk_read_and_in_a_log_read_is_waited_out_in_the_task(
+    postgres: PostgresServer, postgres_database: str, tmp_path: Path
+) -> None:
+    pad = "repeat('x', 300)"
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE TABLE wide (id bigint PRIMARY KEY, v bigint NOT NULL, pad text)")
+        db.execute(f"INSERT INTO wide SELECT i, 0, {pad} FROM generate_series(0, 299999) i")
+    source, _ = PostgresChangesSource.from_spark_options(
+        {
+            "url": f"postgresql://127.0.0.1:{postgres.port}/{postgres_database}",
+            "user": postgres.user,
+            "password": postgres.password,
+            "dbtable": "wide",
+            "chunkSize": "400000",
+            "slotName": "outages_in_tasks",
+            "snapshotLocation": str(tmp_path / "snapshot"),
+        }
+    )
+    driver = StreamCoordinator(source, AdmissionLimits())
+    try:
+        start = driver.initial_offset()
+        end = driver.latest_offset(start, limited=False)
+        chunk = read_through_a_stop(postgres, source, driver.plan(start, end), '"wide" WHERE')
+        assert sorted(row["after"]["id"] for row in chunk) == list(range(300_000))
+        driver.commit(end)
+
+        with postgres.connect(postgres_database) as db:
+            db.execute(
+                f"INSERT INTO wide SELECT i, 1, {pad} FROM generate_series(300000, 499999) i"
+            )
+        start, end = end, driver.latest_offset(end, limited=False)
+        while end == start:  # the log's end moves with the server's WAL
+            time.sleep(0.2)
+            end = driver.latest_offset(start, limited=False)
+        changes = read_through_a_stop(
+            postgres, source, driver.plan(start, end), "pg_logical_slot_peek_binary_changes"
+        )
+    finally:
+        driver.close()
+    inserted = sorted(row["after"]["id"] for row in changes if row["op"] == "c")
+    assert inserted == list(range(300_000, 500_000))

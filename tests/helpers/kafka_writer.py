@@ -8,7 +8,7 @@ from typing import Any
 
 class KafkaWriter:
     """Produces ``w<n>`` every ``interval`` seconds until stopped; ``delivered`` are the values
-    the broker acknowledged. Idempotent, and patient for ten minutes, so that a broker that
+    the broker acknowledged. Idempotent, and patient without limit, so that a broker that
     is gone for a while gets each record once when it is back."""
 
     def __init__(self, bootstrap: str, topic: str, interval: float = 0.01) -> None:
@@ -18,7 +18,7 @@ class KafkaWriter:
             {
                 "bootstrap.servers": bootstrap,
                 "enable.idempotence": True,
-                "message.timeout.ms": 600_000,
+                "message.timeout.ms": 0,  # no limit: a record waits for the broker to be back
                 "linger.ms": 5,
             }
         )
