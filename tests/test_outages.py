@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -271,3 +272,37 @@ def test_an_outage_met_by_discovery_lasts_until_a_discovery_reaches_the_system()
             assert report is not None and report["metrics"]["sourceUnavailableTime"] < 1_500
             time.sleep(0.05)
     coordinator.close()
+
+
+class _AnsweredFuture:
+    def __init__(self, offset: int) -> None:
+        self.offset, self.timestamp = offset, -1
+
+    def result(self) -> _AnsweredFuture:
+        return self
+
+
+class _BrokerGoingDown:
+    """The admin client's boundary as a broker that is going down answers it: a partition's
+    latest offset comes back as -1001 (no offset), without an error."""
+
+    def list_offsets(self, specs: dict[Any, Any], **settings: Any) -> dict[Any, Any]:
+        return {tp: _AnsweredFuture(-1001) for tp in specs}
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+def test_a_latest_offset_of_minus_1001_is_an_outage_not_a_rewound_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from enumerators.kafka_admin import KafkaAdmin, OffsetFetchRetries
+    from sources.kafka_config import KafkaClientConfig
+
+    monkeypatch.setattr("enumerators.kafka_admin._RETRY_DEADLINE", 0.0)
+    kafka = KafkaClientConfig({"bootstrap.servers": "127.0.0.1:9"})
+    admin = KafkaAdmin(kafka, OffsetFetchRetries(num_retries=0, retry_interval_ms=0), "k")
+    admin._client = _BrokerGoingDown()  # type: ignore[assignment]
+
+    with pytest.raises(SourceUnavailableError, match=r"no offset for t-0 \(the broker answered"):
+        admin.latest([("t", 0)], fail_on_data_loss=True)

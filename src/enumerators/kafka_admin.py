@@ -261,7 +261,9 @@ class KafkaAdmin:
             found, unknown = {}, []
             for tp, future in futures.items():
                 try:
-                    found[(tp.topic, tp.partition)] = answer(future.result())
+                    info = future.result()
+                    _check_answered(tp, lookups[(tp.topic, tp.partition)], int(info.offset))
+                    found[(tp.topic, tp.partition)] = answer(info)
                 except KafkaException as error:
                     if _code(error) not in _UNKNOWN_PARTITION:
                         raise
@@ -337,6 +339,20 @@ class KafkaAdmin:
             f"{self._reasons(error)}. Check kafka.bootstrap.servers, kafka.security.protocol "
             "and the kafka.sasl.* credentials."
         )
+
+
+def _check_answered(tp: KafkaTopicPartition, lookup: Lookup, offset: int) -> None:
+    """Raise a retriable error for an offset no record can have: a broker going down answers
+    ``-1001`` (no offset) for a partition whose leader it was; ``-1`` is a time lookup's
+    "no record at or after"."""
+    if offset >= 0 or (offset == -1 and lookup[0] == "timestamp"):
+        return
+    raise KafkaException(
+        KafkaError(
+            KafkaError.LEADER_NOT_AVAILABLE,
+            f"no offset for {tp.topic}-{tp.partition} (the broker answered {offset})",
+        )
+    )
 
 
 def _spec(lookup: Lookup) -> OffsetSpec:
