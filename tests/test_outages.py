@@ -306,3 +306,33 @@ def test_a_latest_offset_of_minus_1001_is_an_outage_not_a_rewound_partition(
 
     with pytest.raises(SourceUnavailableError, match=r"no offset for t-0 \(the broker answered"):
         admin.latest([("t", 0)], fail_on_data_loss=True)
+
+
+class _QuietThenRefusing(NumberSequenceSplitReader):
+    """A consumer of a broker that is gone: fetches get nothing, and every other one raises
+    the outage (its poll timeout); after 200 fetches the test has failed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetches = 0
+
+    def fetch(self, timeout: float) -> RecordsBySplit:
+        self.fetches += 1
+        if self.fetches > 200:
+            raise AssertionError("the outage never timed out: empty fetches ended it")
+        if self.fetches % 2:
+            raise OUTAGE
+        return RecordsBySplit()
+
+
+def test_fetches_that_get_nothing_do_not_end_an_outage() -> None:
+    watch = OutageWatch(
+        "splitsource.example", 0.3, lambda e: e if isinstance(e, SourceUnavailableError) else None
+    )
+    reader = _QuietThenRefusing()
+    fetcher = SplitFetcher(
+        lambda: reader, [NumberSequenceSplit(0, 0, 9)], SCHEMA, FetcherSettings(), watch
+    )
+
+    with pytest.raises(SourceUnavailableError, match="past outageTimeout"):
+        list(fetcher)

@@ -44,7 +44,7 @@ from typing import Generic, TypeVar
 import pyarrow as pa
 
 from readers.arrow import BatchAssembler, conform
-from readers.base import SplitReader, SplitsAddition
+from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.memory import use_a_pool_for_batches_freed_elsewhere
 from sources.errors import ReaderError, SplitSourceError
 from sources.outages import OUTAGE_TIMEOUT, OutageWatch, declared_outage
@@ -241,6 +241,7 @@ class SplitFetcher(Generic[SplitT]):
                 f"{type(reader).__name__}.fetch",
                 lambda: reader.fetch(settings.fetch_timeout),
                 pause=self._pause,
+                settled=_progressed,
             )
             for split_id, batches in fetched.batches.items():
                 for batch in batches:
@@ -272,6 +273,14 @@ class SplitFetcher(Generic[SplitT]):
         ids = [split.split_id for split in self._splits]
         shown = ", ".join(ids[:5]) + (f", ... ({len(ids)} in all)" if len(ids) > 5 else "")
         return f"[{shown}]"
+
+
+def _progressed(fetched: RecordsBySplit) -> bool:
+    """Whether a fetch read something: one that got nothing does not show the source's
+    system answering again (a Kafka consumer gets nothing from a broker that is gone)."""
+    return bool(fetched.finished) or any(
+        batch.num_rows for batches in fetched.batches.values() for batch in batches
+    )
 
 
 def _closed(reader: SplitReader[SplitT], outcome: BaseException | _End) -> BaseException | _End:

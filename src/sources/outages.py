@@ -149,12 +149,13 @@ class OutageWatch:
         action: Callable[[], T],
         recover: Callable[[], None] = lambda: None,
         pause: Callable[[float], None] = time.sleep,
-        settled: Callable[[], bool] = lambda: True,
+        settled: Callable[[T], bool] = lambda result: True,
     ) -> T:
         """``action()``, tried again after ``recover()`` and a pause while it fails with an
         outage, until it succeeds or the outage lasts past the timeout. A success ends the
-        outage only if ``settled()``: a call that may succeed without reaching the system
-        (its answer waits on a background thread) leaves that to a later one."""
+        outage only if ``settled(result)``: a call that can succeed without reaching the
+        system (a fetch that got nothing, an answer that waits on a background thread)
+        leaves that to a later one, and the outage's clock runs on."""
         while True:
             try:
                 result = action()
@@ -166,7 +167,7 @@ class OutageWatch:
                 recover()
                 pause(wait)
                 continue
-            if settled():
+            if settled(result):
                 self.recovered()
             return result
 

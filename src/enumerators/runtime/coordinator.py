@@ -168,7 +168,7 @@ class StreamCoordinator:
                 "latestOffset",
                 lambda: self._latest_offset(start_json, limited),
                 self._forget,
-                settled=self._reached_system,
+                settled=lambda end: self._reached_system(),
             )
         try:
             end = self._latest_offset(start_json, limited)
