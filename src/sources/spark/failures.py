@@ -17,7 +17,10 @@ from typing import Any
 __all__ = ["failure_cause"]
 
 _OURS = re.compile(r"\bsources\.errors\.(\w+): (.*)$", re.MULTILINE)
-_RAISED = re.compile(r"^\s*((?:\w+\.)*\w+(?:Error|Exception|Exit)): (\S.*)$", re.MULTILINE)
+_RAISED = re.compile(
+    r"^\s*(?:Caused by: |: )?((?:\w+\.)*\w+(?:Error|Exception|Exit)): (\S.*)$", re.MULTILINE
+)
+"""A line that names an exception: a Python traceback's last, a JVM trace's ``Caused by``."""
 _WRAPPERS = frozenset(
     {
         "PythonException",
@@ -60,6 +63,15 @@ def failure_cause(failed: Any) -> str | None:
     ...     "slot is gone"
     ... )
     'DataLossError: the slot is gone'
+    >>> failure_cause(
+    ...     "An exception was raised by the Python Proxy. Return Message: Traceback (most "
+    ...     "recent call last):\\npy4j.protocol.Py4JJavaError: An error occurred while "
+    ...     "calling o443.count.\\n: org.apache.spark.SparkException: Job aborted\\n"
+    ...     "\\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages\\n"
+    ...     "Caused by: org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms "
+    ...     "expired before the position for partition t-1 could be determined"
+    ... ).split(" before")[0]
+    'TimeoutException: Timeout of 60000ms expired'
     >>> failure_cause("ValueError: bad value")
     'ValueError: bad value'
     """
