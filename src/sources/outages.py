@@ -28,7 +28,8 @@ T = TypeVar("T")
 
 OUTAGE_TIMEOUT = 15 * 60.0
 """The default of ``outageTimeout``, in seconds: far past a restart, failover or rolling
-upgrade (Spark's own Kafka source rides out about three minutes on the driver)."""
+upgrade (under a ten-minute broker outage, Spark's own Kafka source failed after about a
+minute: docs/operations.md)."""
 
 _FIRST_PAUSE = 0.5
 _LONGEST_PAUSE = 10.0
