@@ -6,9 +6,7 @@ import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
 from sources.numbers import NumberSequenceSource
-from sources.spark.datasource import READ_OPTIONS
 from sources.spark.partitions import SplitPartitionReading
-from sources.spark.stream_reader import STREAM_OPTIONS
 from sources.splits.numbers import NumberSequenceSplit
 from sources.tuning import Tuning
 
@@ -20,9 +18,7 @@ class BigBatchNumbers(NumberSequenceSource):
 
 
 def batch_rows(source_class: type[NumberSequenceSource], **given: str) -> list[int]:
-    source, options = source_class.from_spark_options(
-        {"to": "59999", **given}, (*READ_OPTIONS, *STREAM_OPTIONS)
-    )
+    source, options = source_class.from_spark_options({"to": "59999", **given})
     reading = SplitPartitionReading(source, SCHEMA, options)
     (partition,) = reading.partitions_of([NumberSequenceSplit(0, 0, 59_999)])
     return [batch.num_rows for batch in reading.read(partition)]

@@ -27,7 +27,7 @@ from readers.formats import parquet
 from sources.errors import InvalidOptionError
 from sources.files import FileSource
 from sources.spark.datasource import data_source_for
-from sources.spark.stream_reader import admission_limits, alignment_settings, stream_options_of
+from sources.spark.stream_reader import admission_limits, alignment_settings
 from sources.splits.files import FileSplit
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def archive(root: Path, fmt: str) -> dict[str, list[int]]:
 def loaded(root: Path, fmt: str, **options: str) -> tuple[FileSource, Any]:
     """The source and stream options that load() makes of these options."""
     given = {"path": str(root), "format": fmt, "timeZone": "UTC", **options}
-    return FileSource.from_spark_options(given, stream_options_of(FileSource))
+    return FileSource.from_spark_options(given)
 
 
 def event_times_read(

@@ -190,7 +190,7 @@ def test_options_left_out_fill_the_configs_with_spark_defaults() -> None:
 
 
 def _stream_options() -> Any:
-    from sources.spark.stream_reader import STREAM_OPTIONS
+    from sources.framework_options import STREAM_OPTIONS
 
     return STREAM_OPTIONS
 

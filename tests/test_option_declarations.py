@@ -23,9 +23,10 @@ from readers.formats import FormatOptions
 from readers.kafka import KafkaReaderConfig
 from sources.file_format_options import format_options_from
 from sources.files import FileSource
+from sources.framework_options import STREAM_OPTIONS, stream_options_of
 from sources.kafka import KafkaSource, KafkaSourceConfig
 from sources.options import Option, parse_options
-from sources.spark.stream_reader import STREAM_OPTIONS, admission_limits, stream_options_of
+from sources.spark.stream_reader import admission_limits
 
 INTERNAL_FORMAT_FIELDS = {"data_schema", "batch_rows", "row_filters", "extra_values_malformed"}
 """FormatOptions fields the reader sets, not an option."""

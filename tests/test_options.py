@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -278,27 +279,41 @@ def test_numbers_rejects_zero_splits_naming_the_option() -> None:
     assert "must be at least 1" in str(error)
 
 
-def test_numbers_rejects_an_unknown_option_listing_its_own_and_the_read_options() -> None:
-    from sources.spark.datasource import READ_OPTIONS
-
+def test_numbers_rejects_an_unknown_option_listing_its_own_and_the_frameworks() -> None:
     with pytest.raises(InvalidOptionError) as caught:
-        NumberSequenceSource.from_spark_options({"to": "9", "step": "2"}, READ_OPTIONS)
+        NumberSequenceSource.from_spark_options({"to": "9", "step": "2"})
     message = str(caught.value)
     assert "'step'" in message
-    for name in ("from", "to", "splits", "numPartitions", "maxPartitionBytes"):
+    for name in ("from", "to", "splits", "numPartitions", "maxRecordsPerTrigger", "stateLocation"):
         assert name in message
 
 
 def test_numbers_returns_framework_options_beside_the_source() -> None:
-    from sources.spark.datasource import READ_OPTIONS
-
     source, framework = NumberSequenceSource.from_spark_options(
-        {"to": "9", "NUMPARTITIONS": "3", "maxPartitionBytes": "1m"}, READ_OPTIONS
+        {"to": "9", "NUMPARTITIONS": "3", "maxPartitionBytes": "1m"}
     )
     assert source.end == 9
     assert framework["numPartitions"] == 3
     assert framework["maxPartitionBytes"] == 1 << 20
     assert "to" not in framework
+
+
+class MessageNumbers(NumberSequenceSource):
+    """A source whose users say messages: an alias of one of the framework's options."""
+
+    option_aliases = MappingProxyType({"maxMessagesPerTrigger": "maxRecordsPerTrigger"})
+
+
+def test_an_alias_of_a_framework_option_works_in_plain_python_as_in_spark() -> None:
+    _, framework = MessageNumbers.from_spark_options({"to": "9", "maxMessagesPerTrigger": "10"})
+    assert framework["maxRecordsPerTrigger"] == 10
+
+
+def test_a_bad_value_under_an_alias_is_reported_under_the_name_the_user_gave() -> None:
+    with pytest.raises(InvalidOptionError) as caught:
+        MessageNumbers.from_spark_options({"to": "9", "maxmessagespertrigger": "none"})
+    assert caught.value.option == "maxmessagespertrigger"
+    assert str(caught.value).startswith("Option 'maxmessagespertrigger' of splitsource.numbers:")
 
 
 # --- typed configs filled from options ------------------------------------------------

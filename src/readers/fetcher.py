@@ -47,6 +47,7 @@ from readers.arrow import BatchAssembler, conform
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.memory import use_a_pool_for_batches_freed_elsewhere
 from sources.errors import ReaderError, SplitSourceError
+from sources.framework_options import MAX_BYTES_PER_BATCH, MAX_RECORDS_PER_BATCH
 from sources.outages import OUTAGE_TIMEOUT, OutageWatch, declared_outage
 from sources.split import SourceSplit, require_unique_split_ids
 
@@ -74,10 +75,10 @@ class FetcherSettings:
     (16777216, 4)
     """
 
-    max_records_per_batch: int = 10_000
+    max_records_per_batch: int = MAX_RECORDS_PER_BATCH
     """The most rows in one batch handed to Spark (``maxRecordsPerBatch``)."""
 
-    max_bytes_per_batch: int = 16 << 20
+    max_bytes_per_batch: int = MAX_BYTES_PER_BATCH
     """The most bytes in one batch handed to Spark (``maxBytesPerBatch``)."""
 
     queue_capacity: int = 4

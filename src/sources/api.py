@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from sources.errors import SourceUnavailableError, SplitSourceError
+from sources.framework_options import framework_options
 from sources.options import Option, Options, parse_options
 from sources.outages import storage_outage
 from sources.serialization import SimpleVersionedSerializer
@@ -96,13 +97,16 @@ class Source(ABC, Generic[SplitT, StateT]):
 
     @classmethod
     def from_spark_options(
-        cls, given: Mapping[str, str], extra: Sequence[Option] = ()
+        cls, given: Mapping[str, str], extra: Sequence[Option] | None = None
     ) -> tuple[Self, Options]:
-        """Validate the user's options and build the source.
+        """Validate the user's options and build the source, as ``load()`` does.
 
-        ``extra`` are options handled by the framework rather than the source;
-        their parsed values are returned beside the source. The Spark binding calls
-        this at ``load()``; a source does not override it.
+        ``extra`` are options handled by the framework rather than the source, by
+        default splitsource's own (:func:`~sources.framework_options.framework_options`:
+        ``maxRecordsPerTrigger``, ``numPartitions``...); their parsed values are returned
+        beside the source. Aliases (:attr:`option_aliases`) work for both, and an
+        error names the option as given. The Spark binding calls this at ``load()``;
+        a source does not override it.
 
         Returns
         -------
@@ -123,8 +127,11 @@ class Source(ABC, Generic[SplitT, StateT]):
         Traceback (most recent call last):
         ...
         sources.errors.InvalidOptionError: Option 'split' of splitsource.numbers: unknown option
-        (did you mean 'splits'?). Valid options for splitsource.numbers: from, splits, to.
+        (did you mean 'splits'?). Valid options for splitsource.numbers: discoveryInterval,
+        ..., from, ..., splits, stateLocation, stateStorageOptions, to.
         """
+        if extra is None:
+            extra = framework_options(cls)
         own = {option.name for option in cls.options}
         clashes = own & {option.name for option in extra}
         if clashes:
@@ -132,9 +139,7 @@ class Source(ABC, Generic[SplitT, StateT]):
                 f"{cls.__name__} declares options {sorted(clashes)} that splitsource itself "
                 "defines for every source; rename them in the source."
             )
-        aliases = {alias.lower(): name for alias, name in cls.option_aliases.items()}
-        given = {aliases.get(key.lower(), key): value for key, value in given.items()}
-        parsed = parse_options(cls.format_name(), [*cls.options, *extra], given)
+        parsed = parse_options(cls.format_name(), [*cls.options, *extra], given, cls.option_aliases)
         source = cls.from_options(Options({k: v for k, v in parsed.items() if k in own}))
         framework = Options({k: v for k, v in parsed.items() if k not in own})
         return source, framework

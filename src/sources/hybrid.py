@@ -76,6 +76,7 @@ from sources.errors import (
     SourceUnavailableError,
     SplitSourceError,
 )
+from sources.framework_options import READ_OPTIONS, STREAM_OPTIONS
 from sources.options import Option, Options
 from sources.prefixed_options import PrefixedOptions
 from sources.spark.partitions import arrow_schema
@@ -85,23 +86,7 @@ from sources.tuning import Tuning
 
 __all__ = ["HybridSource", "HybridStage", "SwitchContext"]
 
-FRAMEWORK_OPTIONS = (
-    "maxRecordsPerTrigger",
-    "maxSplitsPerTrigger",
-    "maxBytesPerTrigger",
-    "minRecordsPerTrigger",
-    "maxTriggerDelay",
-    "maxEventTimeDrift",
-    "eventTimeIdleTimeout",
-    "discoveryInterval",
-    "stateLocation",
-    "stateStorageOptions",
-    "numPartitions",
-    "maxPartitionBytes",
-    "maxRecordsPerBatch",
-    "maxBytesPerBatch",
-    "fetchQueueCapacity",
-)
+FRAMEWORK_OPTIONS = tuple(option.name for option in (*READ_OPTIONS, *STREAM_OPTIONS))
 """Options of the whole read (admission, state, partitioning): given without a prefix."""
 
 
@@ -278,7 +263,7 @@ class HybridSource(
     @classmethod
     def _build_stage(cls, index: int, given: Mapping[str, str]) -> Source[Any, Any]:
         try:
-            source, _ = cls.stages[index].source_class.from_spark_options(given)
+            source, _ = cls.stages[index].source_class.from_spark_options(given, ())
         except InvalidOptionError as error:
             raise cls._stage_option_error(index, error) from None
         return source

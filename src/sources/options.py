@@ -349,13 +349,33 @@ class Options(Mapping[str, Any]):
         return f"Options({self._values!r})"
 
 
-def parse_options(source: str, declared: Iterable[Option], given: Mapping[str, str]) -> Options:
+def parse_options(
+    source: str,
+    declared: Iterable[Option],
+    given: Mapping[str, str],
+    aliases: Mapping[str, str] = MappingProxyType({}),
+) -> Options:
     """Parse ``given`` against ``declared``; unknown, missing or bad values raise.
 
-    ``source`` names the source in error messages (its format name).
+    ``source`` names the source in error messages (its format name). ``aliases`` maps
+    other names users may give (any case) to declared options; an error names the
+    option as the user gave it.
+
+    Examples
+    --------
+    >>> limit = Option.integer("maxRecordsPerTrigger", "most records", None, minimum=1)
+    >>> aliases = {"maxMessagesPerTrigger": "maxRecordsPerTrigger"}
+    >>> parse_options("splitsource.test", [limit], {"MAXMESSAGESPERTRIGGER": "9"}, aliases)
+    Options({'maxRecordsPerTrigger': 9})
+    >>> parse_options("splitsource.test", [limit], {"maxMessagesPerTrigger": "0"}, aliases)
+    Traceback (most recent call last):
+    ...
+    sources.errors.InvalidOptionError: Option 'maxMessagesPerTrigger' of splitsource.test: must
+    be at least 1, got 0. Valid options for splitsource.test: maxRecordsPerTrigger.
     """
     by_key = {option.name.lower(): option for option in declared}
     valid = [option.name + ("*" if option.is_prefix else "") for option in by_key.values()]
+    named_by = {alias.lower(): name.lower() for alias, name in aliases.items()}
     prefixes = [option for option in by_key.values() if option.is_prefix]
     values: dict[str, Any] = {option.name: {} for option in prefixes}
     for key, text in given.items():
@@ -363,13 +383,14 @@ def parse_options(source: str, declared: Iterable[Option], given: Mapping[str, s
         if family is not None:
             values[family.name][key[len(family.name) :].lower()] = text
             continue
-        option = by_key.get(key.lower())
+        option = by_key.get(named_by.get(key.lower(), key.lower()))
         if option is None:
             raise InvalidOptionError(source, key, _unknown(key, by_key), valid)
         try:
             values[option.name] = option.parse(text)
         except ValueError as error:
-            raise InvalidOptionError(source, option.name, str(error), valid) from None
+            named = option.name if key.lower() == option.name.lower() else key
+            raise InvalidOptionError(source, named, str(error), valid) from None
     for option in by_key.values():
         if option.name in values:
             continue

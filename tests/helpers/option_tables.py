@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sources.files import FileSource
+from sources.framework_options import READ_OPTIONS, STREAM_OPTIONS
 from sources.hybrid_kafka import ArchiveThenKafkaSource
 from sources.kafka import KafkaSource
 from sources.options import Listing, Option
 from sources.postgres import PostgresSource
 from sources.postgres_changes import PostgresChangesSource
-from sources.spark.datasource import READ_OPTIONS
-from sources.spark.stream_reader import STREAM_OPTIONS
 
 DOCS = Path(__file__).parent.parent.parent / "docs"
 REGENERATE = "PYTHONPATH=src:tests python -m helpers.option_tables"

@@ -25,103 +25,24 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode, SplitEnumerator
-from readers.fetcher import FetcherSettings
 from sources.api import Source
 from sources.capabilities import SupportsFilterPushdown, pin, unpinned
 from sources.errors import SplitSourceError, UnsupportedBoundednessError
-from sources.options import Option
-from sources.outages import OUTAGE_TIMEOUT
 from sources.spark.checks import check_source_class
 from sources.spark.parallelism import driver_cores, session_parallelism
 from sources.spark.partitions import SplitPartitionReading, arrow_schema
 from sources.spark.plain_errors import shown_plainly
-from sources.spark.pushdown import PUSH_FILTERS_CHOICES, enable_filter_pushdown, pushdown_wanted
+from sources.spark.pushdown import enable_filter_pushdown, pushdown_wanted
 from sources.spark.session import check_spark_version, use_this_python
 from sources.spark.stream_reader import (
     RefusedStreamReader,
     SplitSourceStreamReader,
     check_stream_options,
-    stream_options_of,
 )
 from sources.split import Boundedness, require_unique_split_ids
 
-__all__ = ["READ_OPTIONS", "data_source_for", "plan_bounded", "register"]
+__all__ = ["data_source_for", "plan_bounded", "register"]
 
-_DEFAULTS = FetcherSettings()
-
-READ_OPTIONS: tuple[Option, ...] = (
-    Option.integer(
-        "numPartitions",
-        "spread the splits over this many Spark partitions, balanced by size",
-        default=None,
-        minimum=1,
-    ).listed(
-        "spread the splits over this many partitions (fewer if there are fewer splits), "
-        "balanced by estimated size; at least 1"
-    ),
-    Option.size(
-        "maxPartitionBytes",
-        "pack consecutive splits into partitions of at most this size",
-        default=None,
-    ).listed(
-        "pack consecutive splits into partitions of at most this estimated size; ignored "
-        "when `numPartitions` is set"
-    ),
-    Option.integer(
-        "maxRecordsPerBatch",
-        "most rows in one Arrow batch handed to Spark "
-        f"(default: the source's, else {_DEFAULTS.max_records_per_batch})",
-        default=None,
-        minimum=1,
-    ).listed(
-        "most rows in one Arrow batch handed to Spark; at least 1",
-        shown="the source's (`splitsource.kafka`: `50000`, `splitsource.files`: `65536`), "
-        f"else `{_DEFAULTS.max_records_per_batch}`",
-    ),
-    Option.size(
-        "maxBytesPerBatch",
-        "about the most bytes in one Arrow batch handed to Spark",
-        default=_DEFAULTS.max_bytes_per_batch,
-    ).listed(
-        "about the most bytes in one Arrow batch handed to Spark",
-        shown=f"`16m` ({_DEFAULTS.max_bytes_per_batch})",
-    ),
-    Option.choice(
-        "pushFilters",
-        "let the source use the query's filters to read less: auto (where Spark allows it "
-        "safely), true, false",
-        PUSH_FILTERS_CHOICES,
-        default="auto",
-    ).listed(
-        "bounded reads: let a source that can (`splitsource.files`, `splitsource.kafka`) use "
-        "the query's filters to read less; `auto` does where Spark plans each query afresh "
-        "after a pushdown (not up to Spark 4.3, see [files.md](files.md#reading-less)), "
-        "`true` always (needs `spark.sql.python.filterPushdown.enabled=true`), `false` never"
-    ),
-    Option.duration(
-        "outageTimeout",
-        "how long a read waits out an outage of the system it reads before it fails",
-        default=OUTAGE_TIMEOUT,
-    ).listed(
-        "how long the driver's calls and each reader task wait out an outage of the "
-        "system the source reads (a refused connection, a server restarting, a broker "
-        "without leaders), trying again with backoff, before the read fails; see "
-        "[what a stream survives](operations.md) (a duration)",
-        shown="`15m`",
-    ),
-    Option.integer(
-        "fetchQueueCapacity",
-        "Arrow batches a task reads ahead of Spark on a thread of its own; 0: none, the "
-        "task's thread reads (default: the source's)",
-        default=None,
-        minimum=0,
-    ).listed(
-        "Arrow batches a task reads ahead of Spark, on a thread of its own; `0` reads on "
-        "the task's own thread, with none read ahead",
-        shown="the source's (`splitsource.numbers` and local files: `0`), else `4`",
-    ),
-)
-"""Options every splitsource format accepts, besides the source's own."""
 
 _PLANNING_ROUNDS_WITHOUT_PROGRESS = 3
 
@@ -235,9 +156,7 @@ class SplitSourceDataSource(DataSource):
     @shown_plainly
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
-        self.source, self.read_options = self.source_class.from_spark_options(
-            options, (*READ_OPTIONS, *stream_options_of(self.source_class))
-        )
+        self.source, self.read_options = self.source_class.from_spark_options(options)
         check_stream_options(self.source, self.read_options)
         pin(self.source)
 

@@ -35,15 +35,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PUSHDOWN_CONF",
-    "PUSH_FILTERS_CHOICES",
     "enable_filter_pushdown",
     "pushdown_wanted",
     "spark_keeps_pushed_reads_per_query",
     "spark_pushes_filters",
 ]
-
-PUSH_FILTERS_CHOICES = ("auto", "true", "false")
-"""The values of the ``pushFilters`` read option."""
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 

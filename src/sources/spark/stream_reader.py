@@ -37,6 +37,7 @@ from sources.capabilities import (
     takes_record_limits,
 )
 from sources.errors import InvalidOptionError
+from sources.framework_options import STREAM_OPTIONS
 from sources.options import Option, Options, filled_config
 from sources.outages import OutageWatch
 from sources.spark.metrics import log_batch
@@ -44,113 +45,14 @@ from sources.spark.partitions import SplitPartitionReading
 from sources.spark.plain_errors import shown_plainly
 
 __all__ = [
-    "STREAM_OPTIONS",
     "RefusedStreamReader",
     "SplitSourceStreamReader",
     "admission_limits",
     "alignment_settings",
     "check_stream_options",
-    "stream_options_of",
 ]
 
-STREAM_OPTIONS: tuple[Option, ...] = (
-    Option.integer(
-        "maxRecordsPerTrigger",
-        "most records one micro-batch reads, shared fairly across splits",
-        default=None,
-        minimum=1,
-    )
-    .lands_in("max_records")
-    .listed(
-        "most records one micro-batch reads, over all splits in flight, shared max-min "
-        "fairly; at least 1"
-    ),
-    Option.integer(
-        "maxSplitsPerTrigger", "most new splits (files) one micro-batch takes", None, minimum=1
-    )
-    .lands_in("max_splits")
-    .listed("most new splits (files, partitions) one micro-batch admits; at least 1"),
-    Option.size(
-        "maxBytesPerTrigger", "about the most bytes of new splits one micro-batch takes", None
-    )
-    .lands_in("max_bytes")
-    .listed(
-        "about the most bytes of new splits one micro-batch admits, by their "
-        "`estimated_bytes()` (a size)"
-    ),
-    Option.integer(
-        "minRecordsPerTrigger",
-        "wait for at least this many records before a micro-batch, up to maxTriggerDelay",
-        default=None,
-        minimum=1,
-    )
-    .lands_in("min_records")
-    .listed(
-        "plan no micro-batch until at least this many records are waiting, or "
-        "`maxTriggerDelay` has passed; at least 1"
-    ),
-    Option.duration("maxTriggerDelay", "longest wait for minRecordsPerTrigger", default=15 * 60.0)
-    .lands_in("max_trigger_delay")
-    .listed(
-        "longest wait for `minRecordsPerTrigger`, counted from the last micro-batch (a duration)",
-        shown="`15m`",
-    ),
-    Option.duration(
-        "maxEventTimeDrift",
-        "align splits in event time: read no record this far past the slowest split",
-        default=None,
-    ).listed(
-        "keep splits together in event time: each micro-batch reads no record this far or "
-        "further past the slowest split's event time (a duration such as `1 minute`; at "
-        "most the watermark delay, so that a catch-up drops nothing as late); for sources "
-        "that know event time (Kafka; sqlite with `eventTimeColumn`; files with `eventTime`); "
-        "see [event-time alignment](event-time.md)"
-    ),
-    Option.duration(
-        "eventTimeIdleTimeout",
-        "how long a split with nothing to read holds the others back in event time",
-        default=60.0,
-    ).listed(
-        "how long a split that has read all it could still holds the others back under "
-        "`maxEventTimeDrift` (a duration)",
-        shown="`1m`",
-    ),
-    Option.duration(
-        "discoveryInterval", "time between two discoveries of new splits", default=10.0
-    ).listed(
-        "time between two discoveries of new splits by a periodic enumerator (a duration)",
-        shown="`10s`",
-    ),
-    Option.string(
-        "stateLocation",
-        "directory (any fsspec URL) for enumerator state too large for an offset",
-        default=None,
-    ).listed(
-        "directory, any fsspec URL, for enumerator state too large for an offset and for "
-        "`stop_gracefully`"
-    ),
-    Option.secret_json_object(
-        "stateStorageOptions",
-        "JSON object of fsspec arguments for stateLocation (default: the source's own, "
-        "for a location on the filesystem it reads)",
-        default=None,
-    ).listed(
-        "JSON object of fsspec arguments for `stateLocation` (credentials, endpoint); never "
-        "echoed in errors",
-        shown="the source's own for a location on its filesystem (files: its "
-        "`storageOptions`), else none",
-    ),
-)
-"""Options of every splitsource format that matter to ``spark.readStream``."""
-
 _RECORD_OPTIONS = ("maxRecordsPerTrigger", "minRecordsPerTrigger")
-
-
-def stream_options_of(source_class: type[Source[Any, Any]]) -> tuple[Option, ...]:
-    """The stream options ``source_class`` takes: :data:`STREAM_OPTIONS`, and its
-    ``proportional_record_limit`` (Kafka's ``maxOffsetsPerTrigger``) if it has one."""
-    own = proportional_record_limit(source_class)
-    return STREAM_OPTIONS if own is None else (*STREAM_OPTIONS, own)
 
 
 def check_stream_options(source: Source[Any, Any], options: Options) -> None:

@@ -21,9 +21,7 @@ from sources.api import Source
 from sources.errors import SerializationError
 from sources.serialization import SimpleVersionedSerializer, frame, unframe
 from sources.spark import register
-from sources.spark.datasource import READ_OPTIONS
 from sources.spark.partitions import arrow_schema
-from sources.spark.stream_reader import stream_options_of
 from sources.split import Boundedness, SourceSplit
 from sources.testing.context import ConformanceContext, assert_same_rows
 from sources.testing.jobs import Job
@@ -94,10 +92,7 @@ def rows_of(context: ConformanceContext, records: Iterable[Mapping[str, Any]]) -
 def source_of(context: ConformanceContext, options: Mapping[str, Any]) -> Source[Any, Any]:
     """The source as ``load()`` builds it from ``options``."""
     given = {key: str(value) for key, value in options.items()}
-    source_class = context.source_class
-    source, _ = source_class.from_spark_options(
-        given, (*READ_OPTIONS, *stream_options_of(source_class))
-    )
+    source, _ = context.source_class.from_spark_options(given)
     return source
 
 
