@@ -7,6 +7,7 @@ without Spark: the case must fail, naming the fault.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,7 +105,9 @@ def test_an_initial_offset_that_changes_between_drivers_fails_naming_the_cause(
 
 def test_a_reader_that_sleeps_through_wakeups_fails(tmp_path: Path) -> None:
     context = context_of(DrowsyNumbers, tmp_path)
-    with pytest.raises(AssertionError, match=r"a fetch took \d\.\d+s, more than 1\.00s"):
+    with pytest.raises(
+        AssertionError, match=r"^DrowsyReader\.fetch took \d\.\d+s, more than 1\.00s, with wakeup"
+    ):
         Suite().test_wakeup_latency(context, tmp_path)
 
 
@@ -171,8 +174,14 @@ def test_a_reader_that_fails_on_a_range_past_its_data_passes_the_wakeup_case(
 
 def test_a_reader_waiting_for_missing_records_through_a_wakeup_fails(tmp_path: Path) -> None:
     context = rate_context_of(SleepingRate, tmp_path)
-    with pytest.raises(AssertionError, match=r"a blocked fetch returned \d\.\d+s after wakeup"):
+    with pytest.raises(AssertionError) as caught:
         Suite().test_wakeup_latency(context, tmp_path)
+    assert re.match(
+        r"_SleepingReader\.fetch returned \d\.\d+s after wakeup\(\), waiting for records past "
+        r"the readable end of split \S+; a blocked fetch must return within 1s of wakeup\(\) "
+        r"\(SplitReader\.wakeup's contract",
+        str(caught.value),
+    )
 
 
 def test_a_serializer_that_loses_a_field_fails_the_round_trip(tmp_path: Path) -> None:

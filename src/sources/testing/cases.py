@@ -413,12 +413,20 @@ def _fetch_all(
         started = time.monotonic()
         fetched = reader.fetch(_LONG_FETCH)
         took = time.monotonic() - started
-        assert took < longest, f"a fetch took {took:.2f}s, more than {longest:.2f}s"
+        if took >= longest:
+            raise AssertionError(_slow_fetch(reader, took, longest))
         for batches in fetched.batches.values():
             for batch in batches:
                 records.extend(batch.to_pylist())
         unfinished -= fetched.finished
     return records
+
+
+def _slow_fetch(reader: SplitReader[Any], took: float, longest: float) -> str:
+    said = f"{type(reader).__name__}.fetch took {took:.2f}s, more than {longest:.2f}s"
+    if longest > WAKEUP_LATENCY:
+        return said
+    return f"{said}, with wakeup() called every few milliseconds; {_WAKEUP_CONTRACT}"
 
 
 def _read_woken(reader: SplitReader[Any], splits: Sequence[SourceSplit]) -> list[dict[str, Any]]:
@@ -442,6 +450,8 @@ def _read_woken(reader: SplitReader[Any], splits: Sequence[SourceSplit]) -> list
             thread.join(0.02)
     finally:
         reader.close()
+    if failure and isinstance(failure[0], AssertionError):
+        raise failure[0]
     if failure:
         raise AssertionError(f"reading with wakeups failed: {failure[0]!r}") from failure[0]
     return result
@@ -491,9 +501,21 @@ def _check_blocked_fetch(reader: SplitReader[Any], split: SourceSplit) -> None:
             return  # it did not wait: nothing to wake
         woken = time.monotonic()
         reader.wakeup()
-        assert returned.wait(_LONG_FETCH), "a blocked fetch ignored wakeup()"
+        name = f"{type(reader).__name__}.fetch"
+        assert returned.wait(_LONG_FETCH), f"{name} ignored wakeup(): {_WAKEUP_CONTRACT}"
         took = time.monotonic() - woken
-        assert not failure, f"a woken fetch must return, not fail: {failure[0]!r}"
-        assert took < WAKEUP_LATENCY, f"a blocked fetch returned {took:.2f}s after wakeup()"
+        assert not failure, f"{name} failed when woken, instead of returning: {failure[0]!r}"
+        assert took < WAKEUP_LATENCY, (
+            f"{name} returned {took:.2f}s after wakeup(), waiting for records past the "
+            f"readable end of split {split.split_id}; {_WAKEUP_CONTRACT}"
+        )
     finally:
         reader.close()
+
+
+_WAKEUP_CONTRACT = (
+    f"a blocked fetch must return within {WAKEUP_LATENCY:g}s of wakeup() (SplitReader.wakeup's "
+    "contract: Spark wakes a reader to end a task or stop a query). Wait on something wakeup() "
+    "interrupts: a threading.Event it sets, the client's own wakeup, or polls of at most "
+    f"{WAKEUP_LATENCY:g}s that check a flag wakeup() sets"
+)

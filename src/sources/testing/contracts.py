@@ -14,11 +14,13 @@ Spark; these see it in a second, and know which method is wrong:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode, SplitEnumerator
-from sources.capabilities import counts_records
+from enumerators.record_index import RecordIndex, RecordsWanted
+from sources.capabilities import SupportsRecordIndex, counts_records
 from sources.incremental_table import IncrementalTableSource
 from sources.serialization import frame, unframe
 from sources.spark.partitions import arrow_schema
@@ -39,7 +41,9 @@ _ROUNDS = 8
 def check_split_ranges(context: ConformanceContext, options: Mapping[str, Any]) -> None:
     """Each range of a stream's first micro-batch, read whole and read as two halves cut at
     its middle position, gives the same records; where positions count records, as many
-    records as positions."""
+    records as positions, else as many as the enumerator's ``records_ahead`` counts. Read
+    together by one reader, as one Spark task reads them, the ranges give what each gives
+    alone."""
     driver = stream_reader(context.source_class, options)
     try:
         start = logged(driver.initialOffset())
@@ -54,21 +58,92 @@ def check_split_ranges(context: ConformanceContext, options: Mapping[str, Any]) 
     def read(split: SourceSplit) -> list[Hashable]:
         return rows_of(context, read_all_of(source.create_reader(schema), [split]))
 
-    for split in ranges:
-        low, high = split.start_position(), split.end_position()
-        if high is None or high - low < 2:
-            continue  # read whole: no position to cut at
-        cut = low + (high - low) // 2
-        whole = read(split)
-        if counts_records(source, split) and len(whole) != high - low:
-            raise AssertionError(
-                f"{reader_name} read {len(whole)} records of split {split.split_id}'s "
-                f"range [{low}, {high}), whose positions count records: {high - low} "
-                "expected. A reader reads from the range's start position up to, not "
-                "including, its end position (check fetch and with_range)."
-            )
-        halves = read(split.with_range(low, cut)) + read(split.with_range(cut, high))
-        _check_halves(reader_name, split.split_id, (low, cut, high), whole, halves)
+    with _record_index(source) as index:
+        for split in ranges:
+            low, high = split.start_position(), split.end_position()
+            if high is None or high - low < 2:
+                continue  # read whole: no position to cut at
+            cut = low + (high - low) // 2
+            whole, held = read(split), _held(source, index, split)
+            if held is not None and len(whole) < held.records:
+                _check_count(reader_name, split, len(whole), held)  # halves would lose alike
+            halves = read(split.with_range(low, cut)) + read(split.with_range(cut, high))
+            _check_halves(reader_name, split.split_id, (low, cut, high), whole, halves)
+            _check_count(reader_name, split, len(whole), held)
+    alone = [row for split in ranges for row in read(split)]
+    together = rows_of(context, read_all_of(source.create_reader(schema), ranges))
+    _check_together(reader_name, [split.split_id for split in ranges], alone, together)
+
+
+def _check_together(
+    reader: str, split_ids: Sequence[str], alone: Sequence[Hashable], together: Sequence[Hashable]
+) -> None:
+    lost, extra = Counter(alone) - Counter(together), Counter(together) - Counter(alone)
+    if not lost and not extra:
+        return
+    raise AssertionError(
+        f"{reader} reads splits {list(split_ids)} differently when one reader is given them "
+        f"all, as one Spark task is: {len(together)} records against {len(alone)} read one "
+        f"split per reader ({sum(lost.values())} lost, e.g. {list(lost)[:3]}; "
+        f"{sum(extra.values())} extra, e.g. {list(extra)[:3]}). Keep a cursor per split: "
+        "the position reached in one split must not carry into another."
+    )
+
+
+@contextmanager
+def _record_index(source: Source[Any, Any]) -> Iterator[RecordIndex[Any] | None]:
+    """A started enumerator of ``source`` that counts the records of a range
+    (:class:`~enumerators.record_index.RecordIndex`), if its positions need one."""
+    if not isinstance(source, SupportsRecordIndex):
+        yield None
+        return
+    enumerator = source.create_enumerator(EnumeratorContext(ReadMode.STREAM))
+    if not isinstance(enumerator, RecordIndex):
+        yield None
+        return
+    enumerator.start()
+    try:
+        yield enumerator
+    finally:
+        enumerator.close()
+
+
+class _Held(NamedTuple):
+    """How many records a range holds, and who says so."""
+
+    records: int
+    said_by: str
+    doubt: str = ""
+
+
+def _held(
+    source: Source[Any, Any], index: RecordIndex[Any] | None, split: SourceSplit
+) -> _Held | None:
+    """What ``split``'s range holds: its length where positions count records, else what the
+    enumerator's ``records_ahead`` counts there; ``None`` when neither can tell."""
+    low, high = split.start_position(), split.end_position()
+    assert high is not None
+    if counts_records(source, split):
+        return _Held(high - low, "whose positions count records")
+    if index is None:
+        return None
+    found = index.records_ahead({split.split_id: RecordsWanted(split, low, high, None)})
+    return _Held(
+        found[split.split_id].records,
+        f"where {type(index).__name__}.records_ahead counts them",
+        "; or records_ahead miscounts",
+    )
+
+
+def _check_count(reader: str, split: SourceSplit, read: int, held: _Held | None) -> None:
+    if held is None or read == held.records:
+        return
+    raise AssertionError(
+        f"{reader} read {read} records of split {split.split_id}'s range "
+        f"[{split.start_position()}, {split.end_position()}), {held.said_by}: {held.records} "
+        "expected. A reader returns every record from the range's start position up to, "
+        f"not including, its end position (check fetch and with_range){held.doubt}."
+    )
 
 
 def _check_halves(
