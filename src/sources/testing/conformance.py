@@ -89,6 +89,7 @@ from sources.testing.faults import kill_once_source
 from sources.testing.jobs import Job, job_env, job_settings, workers_import_path
 from sources.testing.outages import check_outage
 from sources.testing.planning import logged, next_batch, read_partitions, stream_reader
+from sources.testing.registration import check_registration
 from sources.testing.streams import SinkStream
 
 if TYPE_CHECKING:
@@ -478,6 +479,14 @@ class SourceConformanceSuite:
                 "system unreachable for a while, to check that a stream waits it out"
             )
         check_outage(context, stream_test_options(context, tmp_path))
+
+    def test_registration(self, context: ConformanceContext) -> None:
+        """Spark's lookup of installed ``pyspark_*`` modules, run in a fresh process of its
+        workers' interpreter, finds the source, if a module registers it."""
+        self.skip_unsupported(Case.REGISTRATION, context)
+        reason = check_registration(context.source_class.format_name())
+        if reason is not None:
+            pytest.skip(reason)
 
     def test_wakeup_latency(self, context: ConformanceContext, tmp_path: Path) -> None:
         """``wakeup()`` before a fetch makes it return promptly; a fetch in progress returns

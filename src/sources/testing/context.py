@@ -67,6 +67,10 @@ class Case(enum.StrEnum):
     """With the source's system unavailable for a while (the context's ``outage()``), a
     planning call answers "nothing new" and a reader task reads on after it: every record
     once (no Spark); a failure names the method."""
+    REGISTRATION = "registration"
+    """Spark finds the source with no ``register`` call, as a session looks for installed
+    ``pyspark_*`` modules in its workers' interpreter (no Spark): skipped when no such
+    module registers it; a failure names the module and the fix."""
     WAKEUP_LATENCY = "wakeup_latency"
     """``wakeup()`` makes a blocked ``fetch`` return promptly, also when called before it; a
     fetch of a range past an unbounded split's records may fail, but if it waits, a wakeup
