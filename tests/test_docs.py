@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 from pyspark import cloudpickle
 
-from helpers import option_tables
+from helpers import option_tables, reference_glance
 from helpers.jobs import job_env
 from sources.numbers import NumberSequenceSource
 from sources.spark import register
@@ -72,6 +72,16 @@ def test_an_option_table_is_the_one_its_declarations_give(table: option_tables.T
     assert option_tables.in_page(table) == option_tables.render(table), (
         f"the {table.name} option table of docs/{table.page} differs from the declared "
         f"options; regenerate it with: {option_tables.REGENERATE}"
+    )
+
+
+@pytest.mark.parametrize("glance", reference_glance.GLANCES, ids=lambda glance: glance.name)
+def test_a_reference_page_lists_what_it_documents_readably_in_the_repository(
+    glance: reference_glance.Glance,
+) -> None:
+    assert reference_glance.in_page(glance) == reference_glance.render(glance), (
+        f"the list atop docs/api/{glance.name}.md differs from the code's exports and "
+        f"docstrings; regenerate it with: {reference_glance.REGENERATE}"
     )
 
 
