@@ -8,6 +8,8 @@ The source is ``splitsource.sqlite`` over keys with gaps, read with
 
 from __future__ import annotations
 
+import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,11 @@ from readers.base import RecordsBySplit
 from readers.numbers import NumberSequenceSplitReader
 from sources.numbers import NumberSequenceSource
 from sources.sqlite import SqliteTableSource
-from sources.testing.cases import stream_test_options
+from sources.testing import read_all
+from sources.testing.cases import Contract, check_exactly_once, stream_test_options
 from sources.testing.context import ConformanceContext
 from sources.testing.contracts import check_enumerator_checkpoint, check_split_ranges
+from sources.testing.diagnosis import diagnose
 from test_conformance import NumbersContext
 from test_sqlite_conformance import SqliteContext
 
@@ -170,3 +174,44 @@ def test_a_cursor_carried_into_the_next_split_names_the_splits_of_one_reader(
     line = first_line(check_split_ranges, context, stream_test_options(context, tmp_path))
     assert line.startswith("CursorAcrossSplits.fetch reads splits ['0', '1', '2', '3']")
     assert line.endswith("the position reached in one split must not carry into another.")
+
+
+A_STREAM = Contract(
+    "a stream reads each record once.",
+    if_lost="snapshot_state leaves out splits not handed out yet.",
+    if_repeated="restore_enumerator hands out again a split that was being read.",
+)
+
+
+def failure_of(context: ConformanceContext, records: list[dict[str, Any]], directory: Path) -> str:
+    options = stream_test_options(context, directory)
+    with pytest.raises(AssertionError) as caught:
+        check_exactly_once(
+            context, records, A_STREAM, partial(diagnose, context, options, directory)
+        )
+    return str(caught.value)
+
+
+def test_a_stream_case_blames_the_reader_only_when_a_check_without_spark_does(
+    tmp_path: Path,
+) -> None:
+    context = context_of(DropsEveryOtherRow, tmp_path)
+    options = stream_test_options(context, tmp_path)
+    records = read_all(DropsEveryOtherRow, options).to_pylist()
+    said = failure_of(context, records, tmp_path)
+    assert "Where: " in said and "lost row(s) in no split as the reader reads each alone" in said
+    assert "Likely cause: DropsEveryOtherRow.read_range read " in said
+    assert "snapshot_state" not in said
+
+
+def test_rows_lost_by_spark_alone_are_placed_in_their_split_and_no_cause_is_asserted(
+    tmp_path: Path,
+) -> None:
+    context = context_of(SqliteTableSource, tmp_path)
+    options = stream_test_options(context, tmp_path)
+    records = read_all(SqliteTableSource, options).to_pylist()
+    said = failure_of(context, records[:10] + records[20:], tmp_path)
+    assert re.search(r"Where: lost: split \S+ records 10-19 of \d+", said), said
+    assert (
+        "Possible causes (the checks without Spark pass on this input, so none is certain)" in said
+    )

@@ -45,6 +45,8 @@ __all__ = [
     "SPLITS",
     "WAKEUP_LATENCY",
     "Contract",
+    "Diagnose",
+    "Diagnosis",
     "GoldenFile",
     "append_everywhere",
     "assert_same_rows",
@@ -118,30 +120,56 @@ class Contract:
     """The likely cause when rows are read twice (or rows read were never expected)."""
 
 
+@dataclass(frozen=True)
+class Diagnosis:
+    """What a look without Spark found after a case failed (:mod:`.diagnosis`)."""
+
+    where: str
+    """Which records of which splits were lost or repeated."""
+    evidence: str | None
+    """The first line of a check without Spark that fails on the same input, naming a
+    method; ``None`` when they all pass."""
+
+
+Diagnose = Callable[[Counter[Hashable], Counter[Hashable]], Diagnosis]
+"""Looks for where the lost and the repeated rows are, once a case failed."""
+
+
 def check_exactly_once(
-    context: ConformanceContext, records: Iterable[Mapping[str, Any]], contract: Contract
+    context: ConformanceContext,
+    records: Iterable[Mapping[str, Any]],
+    contract: Contract,
+    diagnose: Diagnose | None = None,
 ) -> None:
     """The context's check of ``records``; a failure also says the broken ``contract`` and
-    the likely cause of what was seen: rows lost, rows repeated, or both."""
+    the likely cause of what was seen: rows lost, rows repeated, or both. With
+    ``diagnose``, it also says where the wrong rows are, and names a cause as likely only
+    when a check without Spark points to it."""
     rows = rows_of(context, records)
     try:
         context.check_rows(rows)
     except AssertionError as error:
-        causes = [contract.if_lost, contract.if_repeated]
+        lost: Counter[Hashable] = Counter()
+        repeated: Counter[Hashable] = Counter()
         with contextlib.suppress(NotImplementedError):
             found, wanted = Counter(rows), Counter(context.expected_rows())
-            causes = [
-                cause
-                for cause, seen in (
-                    (contract.if_lost, wanted - found),
-                    (contract.if_repeated, found - wanted),
-                )
-                if seen
-            ] or causes
-        likely = " Or: ".join(causes)
-        raise AssertionError(
-            f"{error}\nContract: {contract.promise}\nLikely cause: {likely}"
-        ) from None
+            lost, repeated = wanted - found, found - wanted
+        causes = [
+            cause
+            for cause, seen in ((contract.if_lost, lost), (contract.if_repeated, repeated))
+            if seen
+        ] or [contract.if_lost, contract.if_repeated]
+        said = f"{error}\nContract: {contract.promise}"
+        if diagnose is None or not (lost or repeated):
+            raise AssertionError(f"{said}\nLikely cause: {' Or: '.join(causes)}") from None
+        seen = diagnose(lost, repeated)
+        cause = (
+            f"Likely cause: {seen.evidence}"
+            if seen.evidence is not None
+            else "Possible causes (the checks without Spark pass on this input, so none is "
+            f"certain): {' Or: '.join(causes)}"
+        )
+        raise AssertionError(f"{said}\nWhere: {seen.where}\n{cause}") from None
 
 
 _BOUNDED = Contract(

@@ -52,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -85,6 +86,7 @@ from sources.testing.cases import (
 )
 from sources.testing.context import Case, ConformanceContext
 from sources.testing.contracts import check_enumerator_checkpoint, check_split_ranges
+from sources.testing.diagnosis import diagnose
 from sources.testing.faults import kill_once_source
 from sources.testing.jobs import Job, job_env, job_settings, workers_import_path
 from sources.testing.outages import check_outage
@@ -215,7 +217,8 @@ class SourceConformanceSuite:
         stop_gracefully(query, stream.state_location, timeout=stream.timeout)
         assert stream.nothing_to_replay(), "a graceful stop left a micro-batch to replay"
         append_everywhere(context, SPLITS)
-        stream.run_available_now(without(options, limits))
+        resumed = without(options, limits)
+        stream.run_available_now(resumed)
         check_exactly_once(
             context,
             stream.records(),
@@ -229,6 +232,7 @@ class SourceConformanceSuite:
                 "(the split_ranges case checks it without Spark), or restore_enumerator hands "
                 "out again a split that was being read.",
             ),
+            partial(diagnose, context, resumed, tmp_path),
         )
 
     @pytest.mark.spark
@@ -247,7 +251,8 @@ class SourceConformanceSuite:
         scaled_down = {**options, **scaled(admission, 0.5), "numPartitions": 1}
         cancel(stream.run_until(scaled_down, data_batches=1))
         append_everywhere(context, SPLITS)
-        stream.run_available_now({**options, **scaled(admission, 2.0), "maxPartitionBytes": 1})
+        last = {**options, **scaled(admission, 2.0), "maxPartitionBytes": 1}
+        stream.run_available_now(last)
         check_exactly_once(
             context,
             stream.records(),
@@ -260,6 +265,7 @@ class SourceConformanceSuite:
                 "keeps positions across the splits of one task (here 4, then 1 task, then a "
                 "task per split).",
             ),
+            partial(diagnose, context, last, tmp_path),
         )
 
     # --- kills ----------------------------------------------------------------
@@ -335,6 +341,7 @@ class SourceConformanceSuite:
                 "replayed batch read other ranges), or restore_enumerator hands out again a "
                 "split that was being read.",
             ),
+            partial(diagnose, context, options, tmp_path),
         )
 
     @pytest.mark.spark
@@ -368,6 +375,7 @@ class SourceConformanceSuite:
                 if_repeated="the split reader reads more than its range when it starts again "
                 "(it resumes from a position kept outside the split it is given).",
             ),
+            partial(diagnose, context, options, tmp_path),
         )
 
     # --- serializers ----------------------------------------------------------
