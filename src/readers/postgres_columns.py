@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from readers.pgoutput import ChangeRun
-from sources.errors import SchemaMismatchError
+from sources.errors import SchemaChangedError
 from sources.postgres_catalog import Column
 from sources.postgres_slot import lsn_text
 
@@ -49,7 +49,7 @@ class KnownColumns:
         return tuple(column.name for column in self.columns)
 
     def check(self, changes: ChangeRun, type_of: TypeOf) -> None:
-        """Raise :class:`SchemaMismatchError` if some of ``changes`` come from after the
+        """Raise :class:`SchemaChangedError` if some of ``changes`` come from after the
         stream started and their table's columns, or their types as Spark reads them, are
         not those the stream reads; ``type_of`` names a type the stream did not start with."""
         after = np.flatnonzero(changes.lsns >= self.since)
@@ -64,7 +64,7 @@ class KnownColumns:
                 continue
             shown, spark_type = type_of(*found_type)
             if spark_type != column.spark_type:
-                raise SchemaMismatchError(
+                raise SchemaChangedError(
                     f"column {column.name} of table {self.table} changed its type at LSN "
                     f"{lsn}, after this stream started, from {column.postgres_type_name} to "
                     f"{shown} (in Spark from {column.spark_type} to {spark_type}): a stream's "
@@ -74,7 +74,7 @@ class KnownColumns:
                     "type too (and change the column's type in .schema(...) if you gave one)"
                 )
 
-    def _columns_changed(self, found: tuple[str, ...], lsn: str) -> SchemaMismatchError:
+    def _columns_changed(self, found: tuple[str, ...], lsn: str) -> SchemaChangedError:
         added = [name for name in found if name not in self.names]
         dropped = [name for name in self.names if name not in found]
         what = (
@@ -85,7 +85,7 @@ class KnownColumns:
             )
             or "reordered"
         )
-        return SchemaMismatchError(
+        return SchemaChangedError(
             f"table {self.table} changed its columns at LSN {lsn}, after this "
             f"stream started ({what}): a stream's rows keep the columns the table had when the "
             "query started. Restart the query to read the table as it is now: it resumes "

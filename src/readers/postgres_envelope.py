@@ -271,7 +271,7 @@ def _fields(columns_ddl: str) -> list[str]:
 
 def _struct_field(field: str) -> str:
     """A DDL field (its name quoted in backticks) as a struct field: ``name: type``, without
-    ``NOT NULL``."""
+    ``NOT NULL``, its comment kept."""
     end = 1
     while True:  # the closing backtick; a doubled one is part of the name
         end = field.index("`", end)
@@ -279,4 +279,4 @@ def _struct_field(field: str) -> str:
             break
         end += 2
     name, kind = field[: end + 1], field[end + 1 :].strip()
-    return f"{name}: {kind.removesuffix(' NOT NULL')}"
+    return f"{name}: {kind.replace(' NOT NULL', '', 1)}"

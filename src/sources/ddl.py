@@ -2,7 +2,7 @@
 
 PySpark parses DDL in the JVM; the test kit reads sources in plain Python, and a
 hybrid reads a stage's schema before any session exists, so they parse the common
-forms here: comma-separated ``name type [NOT NULL]`` fields,
+forms here: comma-separated ``name type [NOT NULL] [COMMENT 'text']`` fields,
 Spark's primitive type names, ``decimal(p, s)``, ``array<...>``, ``map<...,...>``
 and ``struct<name: type, ...>``. Anything else is refused with a message that asks
 for a ``StructType`` instead.
@@ -56,7 +56,7 @@ _PRIMITIVES: dict[str, DataType] = {
     "timestamp_ltz": TimestampType(),
     "timestamp_ntz": TimestampNTZType(),
 }
-_TOKEN = re.compile(r"\s*(`[^`]*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
+_TOKEN = re.compile(r"\s*(`[^`]*`|'(?:[^'\\]|\\.)*'|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:])")
 
 
 def parse_ddl(ddl: str) -> StructType:
@@ -73,6 +73,8 @@ def parse_ddl(ddl: str) -> StructType:
     'struct<id:bigint,tags:array<string>>'
     >>> parse_ddl("id BIGINT NOT NULL").fields[0].nullable
     False
+    >>> parse_ddl("id BIGINT COMMENT 'primary key'").fields[0].metadata
+    {'comment': 'primary key'}
     """
     parser = _Parser(ddl)
     struct = parser.fields(end=None)
@@ -124,13 +126,24 @@ class _Parser:
                 self.take()
                 self.expect("null")
                 nullable = False
-            fields.append(StructField(name, data_type, nullable))
+            metadata = {}
+            if (self.peek() or "").lower() == "comment":
+                self.take()
+                metadata["comment"] = self.string()
+            fields.append(StructField(name, data_type, nullable, metadata))
             if self.peek() != ",":
                 break
             self.take()
         if self.peek() != end:
             self.expect(end)
         return StructType(fields)
+
+    def string(self) -> str:
+        """A quoted string, its backslash escapes undone."""
+        token = self.take()
+        if not token.startswith("'"):
+            self.fail(f"expected a quoted string, found {token}")
+        return re.sub(r"\\(.)", r"\1", token[1:-1])
 
     def data_type(self) -> DataType:
         name = self.take().lower()

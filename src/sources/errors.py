@@ -24,6 +24,7 @@ __all__ = [
     "MissingFileError",
     "NewerVersionError",
     "ReaderError",
+    "SchemaChangedError",
     "SchemaMismatchError",
     "SerializationError",
     "SourceDefinitionError",
@@ -143,6 +144,16 @@ class SchemaMismatchError(SplitSourceError, ValueError):
     Raised on the executor when a batch's columns are missing, or cannot be cast
     safely to the schema Spark expects (a null in a NOT NULL column, an overflow).
     Fix the reader, or the schema given with ``.schema(...)``.
+    """
+
+
+class SchemaChangedError(SchemaMismatchError):
+    """What a stream reads changed its schema after the query started: restart the query.
+
+    A column was added, dropped, or given another type. Spark fixes a query's schema
+    when it starts, so the query stops; started again from its checkpoint, it reads on
+    in the new schema. Raised on the executor; a pipeline restarts on it with
+    :class:`~sources.spark.SchemaChangeRestarts`.
     """
 
 

@@ -64,6 +64,7 @@ from sources.capabilities import SupportsRecordIndex
 from sources.errors import InvalidOptionError, SourceUnavailableError
 from sources.options import Option, Options
 from sources.postgres import DEFAULT_CHUNK_SIZE, table_options
+from sources.postgres_apply import KEY_COMMENT
 from sources.postgres_catalog import describe_table, quote_identifier
 from sources.postgres_checks import check_change_capture
 from sources.postgres_connection import PostgresConnection, unavailable
@@ -354,7 +355,13 @@ class _NoChunks(ChunkStore):
 
 
 def _columns_ddl(table: CapturedTable) -> str:
-    return ", ".join(column.ddl for column in table.description.columns)
+    """The table's columns as DDL, those of its primary key marked with the comment that
+    :func:`~sources.postgres_apply.apply_changes` takes its keys from."""
+    key = set(table.description.primary_key)
+    return ", ".join(
+        f"{column.ddl} COMMENT '{KEY_COMMENT}'" if column.name in key else column.ddl
+        for column in table.description.columns
+    )
 
 
 def _described_since(
