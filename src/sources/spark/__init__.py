@@ -7,6 +7,8 @@
 - :func:`stop_gracefully` and :func:`cancel` stop a stream;
 - :func:`failure_cause` gives the first line of what made a query fail, however
   Spark wrapped it (``foreachBatch``);
+- :class:`SchemaChangeRestarts` keeps a stream running through schema changes of
+  what it reads, starting it again from its checkpoint;
 - :func:`source_metrics` and :class:`SourceMetricsListener` give a stream's source
   metrics (lag, backlog, idle time) from its progress;
   :func:`sources.spark.prometheus.serve_prometheus` serves them to Prometheus.
@@ -17,17 +19,19 @@ partitions and reading them), :mod:`.parallelism` (how many cores packing aims
 at), :mod:`.pushdown` (whether a read takes Spark's filters), :mod:`.metrics` and
 :mod:`.prometheus` (source metrics), :mod:`.failures` (a query's cause),
 :mod:`.checks` (an author's classes against the API), :mod:`.session`,
-:mod:`.stopping`. Every
+:mod:`.stopping`, :mod:`.restarts`. Every
 function works with a classic and a Spark Connect session.
 """
 
 from sources.spark.datasource import data_source_for, register
 from sources.spark.failures import failure_cause
 from sources.spark.metrics import SourceMetricsListener, source_metrics
+from sources.spark.restarts import SchemaChangeRestarts
 from sources.spark.session import local_session
 from sources.spark.stopping import cancel, stop_gracefully
 
 __all__ = [
+    "SchemaChangeRestarts",
     "SourceMetricsListener",
     "cancel",
     "data_source_for",
