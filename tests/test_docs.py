@@ -317,3 +317,10 @@ def test_the_guides_type_table_is_the_conversion_spark_expects() -> None:
     assert len(pairs) == 16
     for ddl, arrow in pairs.items():
         assert str(arrow_schema(parse_ddl(f"c {ddl}")).field("c").type) == arrow, ddl
+
+
+def test_the_install_page_names_every_extra_users_install() -> None:
+    project = tomllib.loads((DOCS.parent / "pyproject.toml").read_text())
+    extras = set(project["project"]["optional-dependencies"]) - {"dev", "docs"}
+    page = (DOCS / "install.md").read_text()
+    assert [extra for extra in sorted(extras) if f"`{extra}`" not in page] == []

@@ -90,9 +90,20 @@ def render(glance: Glance) -> str:
                 continue
             docstring = modules()[f"{module}.{name}"].docstring
             summary = docstring.value.split("\n", 1)[0].strip() if docstring else ""
-            lines.append(f"- `{called_as(getattr(runtime, name), name)}`: {summary}")
+            lines.append(f"- `{called_as(getattr(runtime, name), name)}`: {markdown(summary)}")
     lines.append(f"<!-- /glance:{glance.name} -->")
     return "\n".join(lines)
+
+
+def markdown(summary: str) -> str:
+    """A docstring's reStructuredText as Markdown: a role (``:class:`~a.B```) becomes the
+    code of its name (``B`` after a ``~``), a double-backquoted literal single-quoted."""
+    summary = re.sub(
+        r":[a-z]+:`(~?)([^`]+)`",
+        lambda role: f"`{role.group(2).rsplit('.', 1)[-1] if role.group(1) else role.group(2)}`",
+        summary,
+    )
+    return re.sub(r"``([^`]+)``", r"`\1`", summary)
 
 
 def _span(name: str) -> re.Pattern[str]:
