@@ -15,7 +15,7 @@ import pytest
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
-from sources.errors import SchemaMismatchError
+from sources.errors import SchemaChangedError, SchemaMismatchError
 from sources.postgres_changes import PostgresChangesSource
 from test_postgres_changes import options, read_batch
 
@@ -134,3 +134,24 @@ def test_a_column_of_another_type_that_reads_as_the_same_spark_type_reads_on(
         "INSERT INTO items VALUES (11, 1)",
     )
     assert [row["after"] for row in stream.batch()] == [{"id": 11, "v": 1}]
+
+
+def test_a_column_added_before_a_chunk_is_read_fails_it_and_a_restart_reads_the_column(
+    postgres: PostgresServer, postgres_database: str, tmp_path: Path
+) -> None:
+    """The snapshot's chunk would read the columns of load(), without the new one, and the
+    log's changes its snapshot saw are left out: the new column's values would never come.
+    The chunk fails instead, and the restart reads it with the column."""
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, v bigint NOT NULL)")
+        db.execute("INSERT INTO items SELECT i, 0 FROM generate_series(1, 10) i")
+    started = Stream(postgres, postgres_database, tmp_path)
+    started.sql("ALTER TABLE items ADD COLUMN note text", "UPDATE items SET note = 'n' || id")
+    with pytest.raises(SchemaChangedError, match=r"before its snapshot chunk .*\(added note\)"):
+        started.batch()
+    started.restart()
+    rows = [row for _ in range(3) for row in started.batch()]
+    started.driver.close()
+    assert {row["after"]["id"]: row["after"]["note"] for row in rows if row["op"] == "r"} == {
+        n: f"n{n}" for n in range(1, 11)
+    }

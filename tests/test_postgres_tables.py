@@ -99,8 +99,9 @@ def test_a_stream_of_a_pattern_rebuilds_each_table_through_driver_deaths(
         shop_options(postgres, postgres_database, tmp_path)
     )
     assert source.schema().startswith(
-        "`op` string NOT NULL, `before` struct<`shop`: struct<`order_lines`: struct<`id`: int, "
-        "`v`: bigint, `note`: string>, `orders`: struct<`id`: bigint, `v`: bigint>>>, "
+        "`op` string NOT NULL, `before` struct<`shop`: struct<`order_lines`: struct<`id`: int "
+        "COMMENT 'primary key', `v`: bigint, `note`: string>, `orders`: struct<`id`: bigint "
+        "COMMENT 'primary key', `v`: bigint>>>, "
     )
     writers = [
         Writer(postgres, postgres_database, table=f"shop.{table}")

@@ -8,7 +8,7 @@ type, fails the read with what changed and what to do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,26 +55,43 @@ class KnownColumns:
         after = np.flatnonzero(changes.lsns >= self.since)
         if len(after) == 0:
             return
-        lsn = lsn_text(int(changes.lsns[after[0]]))
+        when = f"at LSN {lsn_text(int(changes.lsns[after[0]]))}, after this stream started"
         found = changes.relation.columns
         if found != self.names:
-            raise self._columns_changed(found, lsn)
+            raise self._columns_changed(found, when)
         for column, found_type in zip(self.columns, changes.relation.types, strict=False):
             if column.postgres_type is None or column.postgres_type == found_type:
                 continue
             shown, spark_type = type_of(*found_type)
             if spark_type != column.spark_type:
-                raise SchemaChangedError(
-                    f"column {column.name} of table {self.table} changed its type at LSN "
-                    f"{lsn}, after this stream started, from {column.postgres_type_name} to "
-                    f"{shown} (in Spark from {column.spark_type} to {spark_type}): a stream's "
-                    "rows keep the types the table's columns had when the query started. "
-                    "Restart the query to read the column in its new type: it resumes from "
-                    "its checkpoint, and reads the rows from before the change in the new "
-                    "type too (and change the column's type in .schema(...) if you gave one)"
-                )
+                raise self._type_changed(column, shown, spark_type, when)
 
-    def _columns_changed(self, found: tuple[str, ...], lsn: str) -> SchemaChangedError:
+    def check_catalog(self, found: Sequence[Column], chunk: str) -> None:
+        """Raise :class:`SchemaChangedError` if the catalog, as the snapshot of ``chunk``
+        sees it, gives the table other columns, or types Spark reads as others, than the
+        stream reads: an ``ALTER`` committed after the stream started and before the chunk
+        was read, whose rows would lack the new columns."""
+        when = f"before its snapshot chunk {chunk} was read, after this stream started"
+        names = tuple(column.name for column in found)
+        if names != self.names:
+            raise self._columns_changed(names, when)
+        for column, now in zip(self.columns, found, strict=True):
+            if now.spark_type != column.spark_type:
+                raise self._type_changed(column, now.postgres_type_name, now.spark_type, when)
+
+    def _type_changed(
+        self, column: Column, shown: str, spark_type: str, when: str
+    ) -> SchemaChangedError:
+        return SchemaChangedError(
+            f"column {column.name} of table {self.table} changed its type {when}, from "
+            f"{column.postgres_type_name} to {shown} (in Spark from {column.spark_type} to "
+            f"{spark_type}): a stream's rows keep the types the table's columns had when "
+            "the query started. Restart the query to read the column in its new type: it "
+            "resumes from its checkpoint, and reads the rows from before the change in the "
+            "new type too (and change the column's type in .schema(...) if you gave one)"
+        )
+
+    def _columns_changed(self, found: tuple[str, ...], when: str) -> SchemaChangedError:
         added = [name for name in found if name not in self.names]
         dropped = [name for name in self.names if name not in found]
         what = (
@@ -86,9 +103,9 @@ class KnownColumns:
             or "reordered"
         )
         return SchemaChangedError(
-            f"table {self.table} changed its columns at LSN {lsn}, after this "
-            f"stream started ({what}): a stream's rows keep the columns the table had when the "
-            "query started. Restart the query to read the table as it is now: it resumes "
-            "from its checkpoint, rows from before the change with NULL in columns added "
-            "since (and drop a dropped column from .schema(...) if you gave one)"
+            f"table {self.table} changed its columns {when} ({what}): a stream's rows keep "
+            "the columns the table had when the query started. Restart the query to read "
+            "the table as it is now: it resumes from its checkpoint, rows from before the "
+            "change with NULL in columns added since (and drop a dropped column from "
+            ".schema(...) if you gave one)"
         )

@@ -172,7 +172,7 @@ def snapshot_batch(
     count = rows.num_rows
     row_type = nesting.row_type(schema, table)
     after = pa.StructArray.from_arrays(
-        [rows.column(field.name).cast(field.type) for field in row_type], fields=list(row_type)
+        [_column_of(rows, field) for field in row_type], fields=list(row_type)
     )
     return pa.RecordBatch.from_arrays(
         [
@@ -188,6 +188,14 @@ def snapshot_batch(
         ],
         schema=schema,
     )
+
+
+def _column_of(rows: pa.RecordBatch, field: pa.Field) -> pa.Array:
+    """The column of ``rows`` that ``field`` names, in its type; NULL where a chunk read
+    before a restart has no such column (added since: design decision 64)."""
+    if field.name not in rows.schema.names:
+        return pa.nulls(rows.num_rows, field.type)
+    return rows.column(field.name).cast(field.type)
 
 
 def _filled(changes: ChangeRun) -> tuple[TupleColumns, np.ndarray]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -26,9 +26,11 @@ from readers.arrow import conform
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.postgres import ChunkQuery, borrow_session, storage_columns
 from readers.postgres_chunk_store import ChunkCopy, ChunkStore
+from readers.postgres_columns import KnownColumns
 from readers.postgres_connections import ConnectionPool
 from readers.postgres_envelope import ONE_TABLE, Nesting, snapshot_batch
 from readers.postgres_log import LogReader
+from sources.postgres_catalog import columns_of, columns_sql
 from sources.postgres_slot import lsn_number
 from sources.splits.postgres import (
     LogSplit,
@@ -55,6 +57,7 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
         store: ChunkStore,
         schema: pa.Schema,
         nesting: Nesting = ONE_TABLE,
+        known: Iterable[KnownColumns] = (),
     ) -> None:
         self._connections = connections
         self._server = server
@@ -63,6 +66,9 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
         self._store = store
         self._schema = schema
         self._nesting = nesting
+        self._known = {table.table: table for table in known}
+        """The columns of each table as the stream started: a chunk read after an ``ALTER``
+        would miss its columns, and fails instead (a restart reads it with them)."""
         self._splits: deque[StreamChunkSplit] = deque()
         self._connection: Any = None
         self._cursor: Any = None
@@ -141,6 +147,10 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
                 return None
             time.sleep(_RETRY_WAIT)
         query = self._queries[split.chunk.table]
+        known = self._known.get(split.chunk.table)
+        if known is not None:
+            cursor.execute(columns_sql(query.table_sql))
+            known.check_catalog(columns_of(cursor.fetchall()), split.split_id)
         rows_schema = pa.schema(list(self._nesting.row_type(self._schema, split.chunk.table)))
         cursor.execute(query.sql(split.chunk, rows_schema.names))
         table = cursor.fetch_arrow_table()

@@ -42,7 +42,8 @@ log = logging.getLogger("splitsource.postgres_apply")
 KEY_COMMENT = "primary key"
 """The comment of the primary key's columns in the stream's ``before`` and ``after``."""
 
-HISTORY_COLUMNS = ("_start_lsn", "_start_seq", "_start_time", "_end_lsn", "_end_seq", "_end_time")
+_ENDS = ("_end_lsn", "_end_seq", "_end_time")
+HISTORY_COLUMNS = ("_start_lsn", "_start_seq", "_start_time", *_ENDS)
 """The columns a target with ``history=True`` adds to the table's: the interval in which
 each version of a row was current, by commit position and time."""
 
@@ -212,7 +213,7 @@ def _history(
         return started
     firsts = changes.groupBy(*key).agg(F.min(at).alias("_first"))
     first_truncate = _position(*truncates[0]) if truncates else _no_position()
-    kept = [c for c in current.columns if c not in HISTORY_COLUMNS[3:]]
+    kept = [c for c in current.columns if c not in _ENDS]
     ended = (
         open_rows.join(firsts, key, "left")
         .withColumn("_end", F.least("_first", first_truncate))

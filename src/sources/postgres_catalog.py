@@ -237,8 +237,21 @@ def describe_table(connection: Any, table: str) -> TableDescription | None:
     if found is None:
         return None
     oid, schema, name = found
-    rows: Sequence[tuple[Any, ...]] = connection.execute(_COLUMNS, (oid,)).fetchall()
-    columns = tuple(
+    columns = columns_of(connection.execute(_COLUMNS, (oid,)).fetchall())
+    key = tuple(row[0] for row in connection.execute(_PRIMARY_KEY, (oid,)).fetchall())
+    return TableDescription(schema, name, columns, key)
+
+
+def columns_sql(table_sql: str) -> str:
+    """The query of the columns of ``table_sql`` (a table as SQL names it) whose rows
+    :func:`columns_of` reads; in a transaction, as its snapshot sees the catalog."""
+    literal = "'" + table_sql.replace("'", "''") + "'"
+    return _COLUMNS.replace("%s", f"{literal}::regclass")
+
+
+def columns_of(rows: Sequence[tuple[Any, ...]]) -> tuple[Column, ...]:
+    """The :class:`Column` of each row of the columns query, in order."""
+    return tuple(
         replace(
             column_of(column, type_name, modifier, element, not_null),
             postgres_type=(type_oid, modifier),
@@ -246,8 +259,6 @@ def describe_table(connection: Any, table: str) -> TableDescription | None:
         )
         for column, type_name, modifier, element, not_null, type_oid, shown in rows
     )
-    key = tuple(row[0] for row in connection.execute(_PRIMARY_KEY, (oid,)).fetchall())
-    return TableDescription(schema, name, columns, key)
 
 
 def describe_type(connection: Any, type_oid: int, modifier: int) -> tuple[str, str]:

@@ -273,7 +273,14 @@ class PostgresChangesSource(
         store = ChunkStore(self.snapshot_location) if self.snapshot_location else _NoChunks()
         nesting = self.nesting()
         chunks = StreamChunkReader(
-            CONNECTIONS, self.connection, self.connection.adbc, queries, store, schema, nesting
+            CONNECTIONS,
+            self.connection,
+            self.connection.adbc,
+            queries,
+            store,
+            schema,
+            nesting,
+            self.known_columns,
         )
         log = LogReader(
             self.connection.psycopg,
