@@ -59,8 +59,23 @@ _MARKERS_OF_FIXTURES = {
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with what its fixtures start, so that tiers select by marker; then
-    put the long tests first, so that parallel workers (``./dev test``) finish together."""
+    put the long tests first, so that parallel workers (``./dev test``) finish together.
+
+    Delta Lake runs on one Spark minor version: its tests are skipped on another, and
+    ``./dev test`` runs them in ``.venv-delta``, which has that version."""
+    import pyspark
+
+    from helpers.maven import DELTA_SPARK
+
+    on_delta_spark = pyspark.__version__.startswith(f"{DELTA_SPARK}.")
     for item in items:
+        if item.get_closest_marker("delta") and not on_delta_spark:
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"Delta Lake runs on Spark {DELTA_SPARK}, not pyspark "
+                    f"{pyspark.__version__}: ./dev test runs it in .venv-delta"
+                )
+            )
         for fixture in getattr(item, "fixturenames", ()):
             marker = _MARKERS_OF_FIXTURES.get(fixture)
             if marker is not None:
@@ -149,6 +164,11 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
         from helpers.maven import postgres_jdbc_jars
 
         jars += postgres_jdbc_jars()
+    if any(item.get_closest_marker("delta") for item in request.session.items):
+        from helpers.maven import DELTA_SETTINGS, delta_jars
+
+        jars += delta_jars()
+        conf.update(DELTA_SETTINGS)
     if jars:
         conf["spark.jars"] = ",".join(str(jar) for jar in jars)
     session = local_session("local[2]", "splitsource-tests", conf)

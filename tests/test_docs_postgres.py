@@ -1,14 +1,16 @@
 """docs/postgres.md runs as a user runs it: its SQL as a superuser of a real server, then its
 Python blocks in order against that server, from an empty database to a Parquet table kept in
-step with a Postgres table; its MERGE INTO statement parses as Spark SQL."""
+step with a Postgres table; its Delta Lake settings are those the Delta tests run with."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from helpers.maven import DELTA_SETTINGS
 from helpers.postgres import PostgresServer
 from test_docs import DOCS, code_blocks, run_as_one_module
 
@@ -49,7 +51,18 @@ def test_the_postgres_page_keeps_a_parquet_table_in_step(
     assert not module.work.exists()  # the page retired its stream and removed its files
 
 
-def test_the_postgres_pages_merge_statement_is_spark_sql(spark: SparkSession) -> None:
-    (merge,) = (block for block in code_blocks(PAGE.read_text(), "sql") if "MERGE" in block)
-    parser = spark._jsparkSession.sessionState().sqlParser()  # type: ignore[attr-defined]
-    assert "MergeIntoTable" in parser.parsePlan(merge).toString()
+def run_block_defining(page: Path, name: str) -> dict[str, str]:
+    """The value ``name`` has after the one python block of ``page`` that assigns it."""
+    (block,) = (b for b in code_blocks(page.read_text()) if b.startswith(f"{name} = "))
+    names: dict[str, dict[str, str]] = {}
+    exec(compile(block, f"{page.name}: {name}", "exec"), names)
+    return dict(names[name])
+
+
+def test_the_postgres_pages_delta_settings_are_those_tested() -> None:
+    settings = run_block_defining(PAGE, "delta_settings")
+    pom = (Path(__file__).parent / "helpers" / "maven" / "delta-lake.xml").read_text()
+    group, artifact, version = settings.pop("spark.jars.packages").split(":")
+    assert f"<groupId>{group}</groupId>" in pom
+    assert f"<artifactId>{artifact}</artifactId>\n      <version>{version}</version>" in pom
+    assert settings.items() <= DELTA_SETTINGS.items()

@@ -1,21 +1,26 @@
 """A Postgres table kept in step in a lake by apply_changes in foreachBatch, as
-docs/postgres.md runs it: a writer changing the table throughout, large values that its
-updates leave out (TOAST, no REPLICA IDENTITY FULL), columns added, retyped and dropped
-while it runs, the query started again by SchemaChangeRestarts each time. The Parquet
-table ends equal to the table, and its history's current rows too."""
+docs/postgres.md runs it, on Parquet and on Delta Lake: a writer changing the table
+throughout, large values its updates leave out (TOAST, no REPLICA IDENTITY FULL), the
+driver SIGKILLed with a batch in flight, then columns added, retyped and dropped while
+it runs, the query started again by SchemaChangeRestarts each time. The lake table ends
+equal to the table, row by row, and its history's versions follow one another."""
 
 from __future__ import annotations
 
-import logging
+import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from helpers.apply_job import TARGETS
+from helpers.jobs import job_env
 from helpers.postgres_writer import Writer, make_items
-from sources.postgres_apply import ParquetTable, apply_changes
-from sources.spark import SchemaChangeRestarts
+from sources.testing.cases import mid_batch, wait_for_job
+from sources.testing.jobs import Job
+from sources.testing.streams import last_batch
 from test_postgres_changes import options
 
 if TYPE_CHECKING:
@@ -23,9 +28,11 @@ if TYPE_CHECKING:
 
     from helpers.postgres import PostgresServer
 
-pytestmark = [pytest.mark.spark, pytest.mark.postgres]
+pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.slow]
 
 ROWS = 300
+TIMEOUT = 180.0
+APPLY_JOB = Path(__file__).parent / "helpers" / "apply_job.py"
 SCHEMA_CHANGES = (
     (
         "ALTER TABLE items ADD COLUMN note text",
@@ -49,18 +56,29 @@ def in_lake(frame: DataFrame | None) -> set[tuple[Any, ...]]:
     return {tuple(row) for row in frame.select("id", "v", "doc", "qty").collect()}
 
 
-def current_rows(history: ParquetTable, spark: SparkSession) -> DataFrame | None:
-    """The rows of a history table that are current now."""
-    versions = history.read(spark)
-    return None if versions is None else versions.where("_end_lsn IS NULL")
+def assert_versions_follow_one_another(versions: DataFrame) -> None:
+    """Each key's versions of a history table: each ends after it starts and no later than
+    the next starts; only the last may be current."""
+    by_key: dict[int, list[tuple[Any, ...]]] = {}
+    for row in versions.select("id", "_start_lsn", "_start_seq", "_end_lsn", "_end_seq").collect():
+        by_key.setdefault(row[0], []).append(tuple(row[1:]))
+    for key, spans in by_key.items():
+        spans.sort()
+        for earlier, later in pairwise(spans):
+            assert earlier[2] is not None, f"key {key}: a version before the last is current"
+            assert earlier[:2] < earlier[2:] <= later[:2], f"key {key}: {spans}"
+        assert spans[-1][2] is None or spans[-1][:2] < spans[-1][2:], f"key {key}: {spans}"
 
 
-def test_a_lake_table_follows_postgres_through_a_writer_toast_and_schema_changes(
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("kind", ["parquet", pytest.param("delta", marks=pytest.mark.delta)])
+def test_a_lake_table_follows_postgres_through_a_writer_a_driver_kill_and_schema_changes(
+    kind: str,
     spark: SparkSession,
     postgres: PostgresServer,
     postgres_database: str,
     tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
+    jobs: list[Job],
 ) -> None:
     make_items(postgres, postgres_database, ROWS)
     with postgres.connect(postgres_database) as db:
@@ -69,51 +87,84 @@ def test_a_lake_table_follows_postgres_through_a_writer_toast_and_schema_changes
             "UPDATE items SET doc = (SELECT string_agg(md5(random()::text || g), '') "
             "FROM generate_series(1, 300) g WHERE items.id > 0) WHERE id % 2 = 0"
         )
-    lake = ParquetTable(str(tmp_path / "lake"))
-    history = ParquetTable(str(tmp_path / "history"))
+    checkpoint = tmp_path / "checkpoint"
+    settings = {
+        "options": options(
+            postgres, postgres_database, tmp_path, stateLocation=str(tmp_path / "state")
+        ),
+        "checkpoint": str(checkpoint),
+        "target": kind,
+        "lake": str(tmp_path / "lake"),
+        "history": str(tmp_path / "history"),
+        "conf": delta_session() if kind == "delta" else {},
+        "stopFile": str(tmp_path / "stop"),
+    }
+    lake, history = (TARGETS[kind](settings[name]) for name in ("lake", "history"))
 
-    def apply(batch: DataFrame, batch_id: int) -> None:
-        apply_changes(batch, batch_id, lake)
-        apply_changes(batch, batch_id, history, history=True)
-
-    given = options(postgres, postgres_database, tmp_path, stateLocation=str(tmp_path / "state"))
-
-    def start() -> Any:
-        return (
-            spark.readStream.format("splitsource.postgres_changes")
-            .options(**given)
-            .load()
-            .writeStream.foreachBatch(apply)
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(processingTime="1 second")
-            .start()
+    def standing_by(name: str) -> Job:
+        jobs.append(
+            Job.start(
+                {**settings, "goFile": str(tmp_path / f"{name}.go")},
+                tmp_path / f"{name}.log",
+                job_env(),
+                (sys.executable, str(APPLY_JOB)),
+            )
         )
+        return jobs[-1]
+
+    def go(job: Job) -> None:
+        job.wait_until_ready(TIMEOUT)
+        job.go("continuous")
 
     writer = Writer(postgres, postgres_database, pause=0.02)
-    caplog.set_level(logging.WARNING, "splitsource.restarts")
-    restarts = SchemaChangeRestarts(start).start()
+    first, second = standing_by("run-0"), standing_by("run-1")
     try:
         writer.start()
+        go(first)
+        committed = checkpoint / "commits"
+        wait_for_job(
+            first,
+            lambda: last_batch(committed) >= 2 and mid_batch(checkpoint),
+            TIMEOUT,
+            "a batch in flight after two",
+        )
+        first.kill()
+        go(second)
         for alter, update in SCHEMA_CHANGES:
             time.sleep(4)
             with postgres.connect(postgres_database) as db:
                 db.execute(alter)
                 db.execute(update)
         time.sleep(4)
-        writer.stopped.set()
-        writer.join()
-        assert writer.failure is None
-        expected = in_postgres(postgres, postgres_database)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            assert not restarts.await_termination(0), "the run ended"  # or raised its failure
-            if in_lake(lake.read(spark)) == expected == in_lake(current_rows(history, spark)):
-                break
-            time.sleep(1)
     finally:
-        restarts.stop()
-    assert in_lake(lake.read(spark)) == expected
-    assert in_lake(current_rows(history, spark)) == expected
-    assert restarts.restarts >= 1
-    assert "stopped on a schema change of its source" in caplog.text
+        writer.stopped.set()
+        writer.join(30)
+    assert writer.failure is None, writer.failure
+    expected = in_postgres(postgres, postgres_database)
+
+    def current_versions() -> DataFrame | None:
+        versions = history.read(spark)
+        return None if versions is None else versions.where("_end_lsn IS NULL")
+
+    deadline = time.monotonic() + TIMEOUT
+    while in_lake(lake.read(spark)) != expected or in_lake(current_versions()) != expected:
+        assert second.running(), second.tail()
+        assert time.monotonic() < deadline, second.tail()
+        time.sleep(1)
+    Path(settings["stopFile"]).touch()
+    assert second.wait(TIMEOUT) == 0, second.tail()
+
+    report = second.done()
+    assert report is not None and report["restarts"] >= 1, second.tail()
+    assert "stopped on a schema change of its source" in second.output()
     assert any(doc is not None for _, _, doc, _ in expected)  # TOASTed values kept
+    versions = history.read(spark)
+    assert versions is not None
+    assert_versions_follow_one_another(versions)
+
+
+def delta_session() -> dict[str, str]:
+    """A job's Spark settings for Delta Lake: its jars and extensions."""
+    from helpers.maven import DELTA_SETTINGS, delta_jars
+
+    return {"spark.jars": ",".join(str(jar) for jar in delta_jars()), **DELTA_SETTINGS}

@@ -11,6 +11,8 @@ in rows written after it; a column of another type is cast to it.
 
 Targets:
 
+- :class:`DeltaTable`: a Delta Lake table, which each micro-batch is merged into
+  (``MERGE INTO``): a batch rewrites only the files holding the rows it changes.
 - :class:`ParquetTable`: a directory of versions, one per micro-batch with changes. A
   version is the whole table, so a batch rewrites it all; readers read the newest
   complete version (:meth:`ParquetTable.read`).
@@ -19,35 +21,98 @@ With ``history=True`` the target keeps every version of each row, with the inter
 in which it was current (SCD type 2): ``_start_lsn``, ``_start_seq``, ``_start_time``,
 and ``_end_lsn``, ``_end_seq``, ``_end_time``, which are NULL for the row current now.
 
-Replayed by Spark after a failure, a batch leaves the target as one run did: each
-version is made from the version before the batch, never from itself.
+Replayed by Spark after a failure, a batch leaves the target as one run did, and a
+batch without changes writes nothing (design decisions 70 and 71).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 import fsspec
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import StructField, StructType
 
-__all__ = ["KEY_COMMENT", "ParquetTable", "apply_changes"]
+from sources.postgres_change_rows import (
+    END_COLUMNS,
+    HISTORY_COLUMNS,
+    LEFT_OUT,
+    after_truncate,
+    cast_to,
+    filled,
+    first_position,
+    keyed,
+    last_changes,
+    row_type,
+    started_and_ended,
+    under_schema,
+)
+
+__all__ = [
+    "HISTORY_COLUMNS",
+    "KEY_COMMENT",
+    "ChangeTarget",
+    "DeltaTable",
+    "ParquetTable",
+    "apply_changes",
+]
 
 log = logging.getLogger("splitsource.postgres_apply")
 
 KEY_COMMENT = "primary key"
 """The comment of the primary key's columns in the stream's ``before`` and ``after``."""
 
-_ENDS = ("_end_lsn", "_end_seq", "_end_time")
-HISTORY_COLUMNS = ("_start_lsn", "_start_seq", "_start_time", *_ENDS)
-"""The columns a target with ``history=True`` adds to the table's: the interval in which
-each version of a row was current, by commit position and time."""
 
-_ORDER = ("lsn", "seq")
+class ChangeTarget(Protocol):
+    """Where :func:`apply_changes` applies changes: :class:`DeltaTable`, :class:`ParquetTable`."""
+
+    def apply(self, changes: DataFrame, batch_id: int, key: list[str], history: bool) -> None:
+        """Apply a micro-batch of changes (not empty) whose rows ``key`` identifies."""
+
+    def read(self, spark: SparkSession) -> DataFrame | None:
+        """The table now; ``None`` before its first batch."""
+
+
+def apply_changes(
+    changes: DataFrame,
+    batch_id: int,
+    target: ChangeTarget,
+    keys: Sequence[str] | None = None,
+    history: bool = False,
+) -> None:
+    """Apply one micro-batch of ``splitsource.postgres_changes`` rows to ``target``.
+
+    ``changes`` holds the rows of one table: a ``dbtable`` stream's batch, or
+    :func:`~sources.postgres_changes.table_changes` of a ``tables`` stream's.
+    ``keys`` are the columns that identify a row, by default the table's primary key
+    as the stream knows it. A batch without changes writes nothing.
+
+    Raises
+    ------
+    ValueError
+        If ``keys`` is not given and the table has no primary key, or names a column
+        the table does not have.
+
+    Examples
+    --------
+    >>> lake = ParquetTable("/lake/orders")
+    >>> def apply(batch, batch_id):  # for writeStream.foreachBatch(apply)
+    ...     apply_changes(batch, batch_id, lake)
+    """
+    key = _keys(row_type(changes), keys)
+    batch = changes.persist()
+    try:
+        if batch.isEmpty():
+            log.info("batch %d has no changes: %s is left as it is", batch_id, target)
+            return
+        target.apply(batch, batch_id, key, history)
+    finally:
+        batch.unpersist()
 
 
 @dataclass(frozen=True)
@@ -90,10 +155,15 @@ class ParquetTable:
         versions = self.versions()
         return spark.read.parquet(self.version_path(versions[-1])) if versions else None
 
-    def _base(self, batch_id: int) -> int | None:
-        """The newest complete version before ``batch_id``: what the batch applies to."""
+    def apply(self, changes: DataFrame, batch_id: int, key: list[str], history: bool) -> None:
+        """Write the version of ``batch_id``: the version before it with ``changes`` applied."""
         older = [v for v in self.versions() if v < batch_id]
-        return older[-1] if older else None
+        base = older[-1] if older else None
+        spark = changes.sparkSession
+        current = None if base is None else spark.read.parquet(self.version_path(base))
+        applied = (_history_table if history else _latest_table)(changes, key, current)
+        applied.write.mode("overwrite").parquet(self.version_path(batch_id))
+        self._forget_before(base, batch_id)
 
     def _forget_before(self, base: int | None, batch_id: int) -> None:
         """Remove the versions before ``base`` and any incomplete one before ``batch_id``."""
@@ -109,54 +179,243 @@ class ParquetTable:
                 fs.rm(entry, recursive=True)
 
 
-def apply_changes(
-    changes: DataFrame,
-    batch_id: int,
-    target: ParquetTable,
-    keys: Sequence[str] | None = None,
-    history: bool = False,
-) -> None:
-    """Apply one micro-batch of ``splitsource.postgres_changes`` rows to ``target``.
+def _latest_table(changes: DataFrame, key: list[str], current: DataFrame | None) -> DataFrame:
+    """The table after the batch: its rows, with each key's last change applied."""
+    changes, truncated = after_truncate(changes)
+    if truncated:
+        current = None
+    latest = last_changes(filled(keyed(changes, key), row_type(changes), key, current), key)
+    upserted = latest.where("op <> 'd'").select("after.*")
+    if current is None:
+        return upserted
+    kept = current.join(latest.select(*key), key, "left_anti")
+    return under_schema(kept, upserted)
 
-    ``changes`` holds the rows of one table: a ``dbtable`` stream's batch, or
-    :func:`~sources.postgres_changes.table_changes` of a ``tables`` stream's.
-    ``keys`` are the columns that identify a row, by default the table's primary key
-    as the stream knows it. A batch without changes writes nothing.
 
-    Raises
-    ------
-    ValueError
-        If ``keys`` is not given and the table has no primary key, or names a column
-        the table does not have.
+def _history_table(changes: DataFrame, key: list[str], current: DataFrame | None) -> DataFrame:
+    """The table's versions after the batch: those it starts and ends, and the rest."""
+    open_rows = None if current is None else current.where("_end_lsn IS NULL")
+    started, ended = started_and_ended(changes, row_type(changes), key, open_rows)
+    if current is None or ended is None:
+        return started
+    starts = [*key, "_start_lsn", "_start_seq"]
+    untouched = current.join(ended.select(*starts), starts, "left_anti")
+    return under_schema(under_schema(untouched, ended), started)
+
+
+_OP = "_splitsource_op"
+"""The column of the merge's source that says whether its row is deleted."""
+
+
+@dataclass(frozen=True)
+class DeltaTable:
+    """A Delta Lake table, by ``path`` or by ``name``, that each micro-batch is merged
+    into with ``MERGE INTO``: a batch rewrites only the files holding rows it changes.
+
+    The first batch with changes creates the table. The Spark session needs Delta Lake:
+    its jars, and the settings ``spark.sql.extensions`` =
+    ``io.delta.sql.DeltaSparkSessionExtension`` and ``spark.sql.catalog.spark_catalog`` =
+    ``org.apache.spark.sql.delta.catalog.DeltaCatalog`` (the Postgres page lists the
+    Spark versions Delta Lake supports).
 
     Examples
     --------
-    >>> lake = ParquetTable("/lake/orders")
-    >>> def apply(batch, batch_id):  # for writeStream.foreachBatch(apply)
-    ...     apply_changes(batch, batch_id, lake)
+    >>> DeltaTable(path="/lake/orders").identifier
+    'delta.`/lake/orders`'
+    >>> DeltaTable(name="lake.orders").identifier
+    'lake.orders'
     """
-    row_type = changes.schema["after"].dataType
-    assert isinstance(row_type, StructType)
-    key = _keys(row_type, keys)
-    batch = changes.persist()
-    try:
-        if batch.isEmpty():
-            log.info("batch %d has no changes: %s is left as it is", batch_id, target.path)
+
+    path: str | None = None
+    """Where the table is, for a table by path."""
+    name: str | None = None
+    """The table's name in the session's catalog, for a table by name."""
+
+    def __post_init__(self) -> None:
+        if (self.path is None) == (self.name is None):
+            raise ValueError("DeltaTable takes either path=... or name=..., not both or neither")
+
+    @property
+    def identifier(self) -> str:
+        """How SQL names the table."""
+        return self.name if self.name is not None else f"delta.`{self.path}`"
+
+    def read(self, spark: SparkSession) -> DataFrame | None:
+        """The table now; ``None`` before its first batch created it."""
+        if self.name is not None:
+            return spark.table(self.name) if spark.catalog.tableExists(self.name) else None
+        assert self.path is not None
+        fs, root = fsspec.core.url_to_fs(self.path)
+        if not fs.exists(f"{root.rstrip('/')}/_delta_log"):
+            return None
+        return spark.read.format("delta").load(self.path)
+
+    def apply(self, changes: DataFrame, batch_id: int, key: list[str], history: bool) -> None:
+        """Merge ``changes`` into the table, creating it on the first batch."""
+        spark = changes.sparkSession
+        current = self.read(spark)
+        if history:
+            rows, on, deletes = self._versions(changes, key, current), [*key, *_STARTS], False
+        else:
+            rows, on, deletes = self._latest(changes, key, current), key, True
+        if current is None:
+            self._create(rows.where(f"{_OP} <> 'd'").drop(_OP, LEFT_OUT) if deletes else rows)
+            log.info("batch %d created %s", batch_id, self.identifier)
             return
-        base = target._base(batch_id)
-        spark = batch.sparkSession
-        current = None if base is None else spark.read.parquet(target.version_path(base))
-        applied = (_history if history else _latest)(batch, row_type, key, current)
-        applied.write.mode("overwrite").parquet(target.version_path(batch_id))
-        target._forget_before(base, batch_id)
-    finally:
-        batch.unpersist()
+        self._evolve(current, rows.drop(_OP, LEFT_OUT).schema)
+        self._merge(rows, on, deletes)
+
+    def _latest(self, changes: DataFrame, key: list[str], current: DataFrame | None) -> DataFrame:
+        """Each key's last change: the row's columns, and whether it is deleted."""
+        changes, truncated = after_truncate(changes)
+        if truncated and current is not None:
+            changes.sparkSession.sql(f"DELETE FROM {self.identifier}")
+        # A value left out that only the target has is kept by the merge, which reads the
+        # rows it updates anyway: reading the target here would scan all of it.
+        latest = last_changes(filled(keyed(changes, key), row_type(changes), key, None), key)
+        columns = [
+            F.col(f.name) if f.name in key else F.col(f"after.{f.name}")
+            for f in row_type(changes).fields
+        ]
+        left_out = [LEFT_OUT] if LEFT_OUT in latest.columns else []
+        return latest.select(*columns, *left_out, F.col("op").alias(_OP))
+
+    @staticmethod
+    def _versions(changes: DataFrame, key: list[str], current: DataFrame | None) -> DataFrame:
+        """The versions the batch starts, and the target's versions it ends.
+
+        The target's versions current when the batch began are those started before its
+        first change and not ended before it, which a replay of the batch finds again."""
+        open_rows = None
+        if current is not None:
+            lsn, seq = first_position(changes)
+            first = F.struct(F.lit(lsn).alias("a"), F.lit(seq).alias("b"))
+            began = F.struct(F.col("_start_lsn").alias("a"), F.col("_start_seq").alias("b"))
+            ends = F.struct(F.col("_end_lsn").alias("a"), F.col("_end_seq").alias("b"))
+            open_rows = current.where(
+                (began < first) & (F.col("_end_lsn").isNull() | (ends >= first))
+            )
+            open_rows = open_rows.select(
+                *[
+                    F.lit(None).cast(current.schema[c].dataType).alias(c)
+                    if c in END_COLUMNS
+                    else F.col(c)
+                    for c in current.columns
+                ]
+            )
+        started, ended = started_and_ended(changes, row_type(changes), key, open_rows)
+        return started if ended is None else under_schema(ended, started)
+
+    def _evolve(self, current: DataFrame, wanted: StructType) -> None:
+        """Give the table the columns ``wanted`` adds, and the types it changes.
+
+        An added column is a change of metadata only; a changed type rewrites the table
+        once, its values cast."""
+        have = {f.name: f.dataType.simpleString() for f in current.schema.fields}
+        added = [f for f in wanted.fields if f.name not in have]
+        retyped = [
+            f
+            for f in wanted.fields
+            if have.get(f.name, f.dataType.simpleString()) != f.dataType.simpleString()
+        ]
+        if retyped:
+            rewritten = cast_to(current, wanted).select(
+                *current.columns, *[F.lit(None).cast(f.dataType).alias(f.name) for f in added]
+            )
+            self._write(rewritten, "overwrite", overwriteSchema="true")
+            log.warning(
+                "%s rewritten once for the new types of %s",
+                self.identifier,
+                ", ".join(f"{f.name} ({f.dataType.simpleString()})" for f in retyped),
+            )
+        elif added:
+            columns = ", ".join(f"{_quoted(f.name)} {f.dataType.simpleString()}" for f in added)
+            current.sparkSession.sql(f"ALTER TABLE {self.identifier} ADD COLUMNS ({columns})")
+
+    def _merge(self, rows: DataFrame, on: list[str], deletes: bool) -> None:
+        """``MERGE INTO`` the table: ``rows`` by ``on``, deleting those ``_OP`` marks ``d``."""
+        spark = rows.sparkSession
+        target = self.read(spark)
+        assert target is not None
+        columns = target.columns
+        marks = [c for c in (_OP, LEFT_OUT) if c in rows.columns]
+        source = rows.select(*[_column_as(rows, f) for f in target.schema.fields], *marks)
+        view = _view_of(source)
+        matched = " AND ".join(f"t.{_quoted(c)} = s.{_quoted(c)}" for c in on)
+        updates = ", ".join(
+            f"t.{_quoted(c)} = {_kept_if_left_out(c) if LEFT_OUT in marks else 's.' + _quoted(c)}"
+            for c in columns
+        )
+        names = ", ".join(_quoted(c) for c in columns)
+        values = ", ".join(f"s.{_quoted(c)}" for c in columns)
+        inserted = f"AND s.{_OP} <> 'd' " if deletes else ""
+        clauses = [f"WHEN MATCHED AND s.{_OP} = 'd' THEN DELETE"] if deletes else []
+        clauses += [
+            f"WHEN MATCHED THEN UPDATE SET {updates}",
+            f"WHEN NOT MATCHED {inserted}THEN INSERT ({names}) VALUES ({values})",
+        ]
+        try:
+            spark.sql(
+                f"MERGE INTO {self.identifier} AS t USING {view} AS s ON {matched} "
+                + " ".join(clauses)
+            )
+        finally:
+            spark.catalog.dropTempView(view)
+
+    def _create(self, rows: DataFrame) -> None:
+        """Create the table holding ``rows``, with deletion vectors: a merge then marks the
+        rows it replaces instead of rewriting their files."""
+        view = _view_of(rows)
+        try:
+            rows.sparkSession.sql(
+                f"CREATE TABLE {self.identifier} USING delta "
+                "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true') "
+                f"AS SELECT * FROM {view}"
+            )
+        finally:
+            rows.sparkSession.catalog.dropTempView(view)
+
+    def _write(self, rows: DataFrame, mode: str, **options: str) -> None:
+        writer = rows.write.format("delta").mode(mode).options(**options)
+        if self.name is not None:
+            writer.saveAsTable(self.name)
+        else:
+            writer.save(self.path)
 
 
-def _keys(row_type: StructType, keys: Sequence[str] | None) -> list[str]:
-    names = row_type.fieldNames()
+_STARTS = ("_start_lsn", "_start_seq")
+
+
+def _view_of(rows: DataFrame) -> str:
+    """A temporary view of ``rows``, named for SQL to read them; drop it after."""
+    view = f"splitsource_changes_{uuid.uuid4().hex}"
+    rows.createOrReplaceTempView(view)
+    return view
+
+
+def _column_as(rows: DataFrame, field: StructField) -> Column:
+    """``rows``' column of ``field``'s name cast to its type, or NULL if it has none."""
+    value = F.col(field.name) if field.name in rows.columns else F.lit(None)
+    return value.cast(field.dataType).alias(field.name)
+
+
+def _kept_if_left_out(column: str) -> str:
+    """The merge's new value of ``column``: the target's where the change left it out."""
+    name = column.replace("'", "\\'")
+    return (
+        f"CASE WHEN array_contains(s.{LEFT_OUT}, '{name}') THEN t.{_quoted(column)} "
+        f"ELSE s.{_quoted(column)} END"
+    )
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _keys(row: StructType, keys: Sequence[str] | None) -> list[str]:
+    names = row.fieldNames()
     if keys is None:
-        keys = [f.name for f in row_type.fields if f.metadata.get("comment") == KEY_COMMENT]
+        keys = [f.name for f in row.fields if f.metadata.get("comment") == KEY_COMMENT]
         if not keys:
             raise ValueError(
                 "the table has no primary key the stream knows of (or the stream was given a "
@@ -167,148 +426,3 @@ def _keys(row_type: StructType, keys: Sequence[str] | None) -> list[str]:
     if missing:
         raise ValueError(f"keys {missing} are not columns of the table: {', '.join(names)}")
     return list(keys)
-
-
-def _latest(
-    batch: DataFrame, row_type: StructType, key: list[str], current: DataFrame | None
-) -> DataFrame:
-    """The table after the batch: its rows, with each key's last change applied."""
-    changes, truncated = _after_truncate(batch)
-    changes = _filled(_keyed(changes, key), row_type, key, None if truncated else current)
-    last = Window.partitionBy(*key).orderBy(*(F.desc(c) for c in _ORDER))
-    latest = changes.withColumn("_n", F.row_number().over(last)).where("_n = 1")
-    upserted = latest.where("op <> 'd'").select("after.*")
-    if current is None or truncated:
-        return upserted
-    kept = current.join(latest.select(*key), key, "left_anti")
-    return _union(kept, upserted)
-
-
-def _history(
-    batch: DataFrame, row_type: StructType, key: list[str], current: DataFrame | None
-) -> DataFrame:
-    """The table's versions after the batch: each change but a delete starts a version of
-    its row, current until the key's next change or the next truncate; an open version of
-    the target ends at its key's first change in the batch, or at the batch's first
-    truncate."""
-    truncates = sorted(
-        tuple(row) for row in batch.where("op = 't'").select(*_ORDER, "commit_time").collect()
-    )
-    open_rows = None if current is None else current.where("_end_lsn IS NULL")
-    changes = _filled(_keyed(batch.where("op <> 't'"), key), row_type, key, open_rows)
-    at = F.struct("lsn", "seq", "commit_time")
-    order = Window.partitionBy(*key).orderBy(*_ORDER)
-    started = (
-        changes.withColumn("_end", F.least(F.lead(at).over(order), _truncate_after(truncates)))
-        .where("op <> 'd'")
-        .select(
-            "after.*",
-            F.col("lsn").alias("_start_lsn"),
-            F.col("seq").alias("_start_seq"),
-            F.col("commit_time").alias("_start_time"),
-            *_end_columns(),
-        )
-    )
-    if current is None or open_rows is None:
-        return started
-    firsts = changes.groupBy(*key).agg(F.min(at).alias("_first"))
-    first_truncate = _position(*truncates[0]) if truncates else _no_position()
-    kept = [c for c in current.columns if c not in _ENDS]
-    ended = (
-        open_rows.join(firsts, key, "left")
-        .withColumn("_end", F.least("_first", first_truncate))
-        .where("_end IS NOT NULL")
-        .select(*kept, *_end_columns())
-    )
-    starts = [*key, "_start_lsn", "_start_seq"]
-    untouched = current.join(ended.select(*starts), starts, "left_anti")
-    return _union(_union(untouched, ended), started)
-
-
-def _no_position() -> Column:
-    return F.lit(None).cast("struct<lsn: bigint, seq: bigint, commit_time: timestamp>")
-
-
-def _position(lsn: int, seq: int, commit_time: Any) -> Column:
-    return F.struct(
-        F.lit(lsn).cast("bigint").alias("lsn"),
-        F.lit(seq).cast("bigint").alias("seq"),
-        F.lit(commit_time).cast("timestamp").alias("commit_time"),
-    )
-
-
-def _truncate_after(truncates: Sequence[tuple[int, int, Any]]) -> Column:
-    """The position of the first of ``truncates`` (sorted) after each row's (lsn, seq)."""
-    found = _no_position()
-    for lsn, seq, commit_time in reversed(truncates):
-        before = F.struct(*_ORDER) < F.struct(F.lit(lsn).alias("lsn"), F.lit(seq).alias("seq"))
-        found = F.when(before, _position(lsn, seq, commit_time)).otherwise(found)
-    return found
-
-
-def _end_columns() -> list[Column]:
-    return [
-        F.col("_end.lsn").alias("_end_lsn"),
-        F.col("_end.seq").alias("_end_seq"),
-        F.col("_end.commit_time").alias("_end_time"),
-    ]
-
-
-def _after_truncate(batch: DataFrame) -> tuple[DataFrame, bool]:
-    """The changes after the batch's last truncate, and whether there was one."""
-    found = batch.where("op = 't'").agg(F.max(F.struct(*_ORDER)).alias("at")).first()
-    at = None if found is None else found["at"]
-    if at is None:
-        return batch, False
-    cut = F.struct(F.lit(at.lsn).alias("lsn"), F.lit(at.seq).alias("seq"))
-    return batch.where(F.struct(*_ORDER) > cut), True
-
-
-def _keyed(changes: DataFrame, key: list[str]) -> DataFrame:
-    """``changes`` with the key's columns on top: from ``after``, or ``before`` for a delete."""
-    return changes.select(
-        *[F.coalesce(F.col(f"after.{k}"), F.col(f"before.{k}")).alias(k) for k in key], "*"
-    )
-
-
-def _filled(
-    changes: DataFrame, row_type: StructType, key: list[str], current: DataFrame | None
-) -> DataFrame:
-    """``changes`` whose ``after`` has the values updates left out (``unchanged``) filled
-    in: from the key's latest earlier change in the batch that had the value, else from
-    ``current``, the target's row of the key."""
-    toasted = sorted(r[0] for r in changes.select(F.explode("unchanged")).distinct().collect())
-    if not toasted:
-        return changes
-    known = Window.partitionBy(*key).orderBy(*_ORDER).rowsBetween(Window.unboundedPreceding, -1)
-    if current is not None:
-        targets = current.select(*key, *[F.col(c).alias(f"_target_{c}") for c in toasted])
-        changes = changes.join(targets, key, "left")
-    filled: dict[str, Column] = {}
-    for name in toasted:
-        left_out = F.array_contains("unchanged", name)
-        carried = F.when(
-            ~left_out & (F.col("op") != "d"), F.struct(F.col(f"after.{name}").alias("v"))
-        )
-        before = F.last(carried, ignorenulls=True).over(known)
-        fallback = F.struct(F.col(f"_target_{name}").alias("v")) if current is not None else None
-        value = (F.coalesce(before, fallback) if fallback is not None else before)["v"]
-        filled[name] = F.when(left_out, value).otherwise(F.col(f"after.{name}"))
-    after = F.struct(
-        *[filled.get(f.name, F.col(f"after.{f.name}")).alias(f.name) for f in row_type.fields]
-    )
-    return changes.withColumn("after", after).drop(*[f"_target_{c}" for c in toasted])
-
-
-def _union(older: DataFrame, newer: DataFrame) -> DataFrame:
-    """``older`` and ``newer`` rows under ``newer``'s columns and types: a column only
-    ``older`` has stays, NULL in ``newer``'s rows; one only ``newer`` has is NULL in
-    ``older``'s; one whose type changed is cast to the new type."""
-    types: dict[str, DataType] = {f.name: f.dataType for f in newer.schema.fields}
-    cast = older.select(
-        *[
-            F.col(f.name).cast(types[f.name]).alias(f.name) if f.name in types else F.col(f.name)
-            for f in older.schema.fields
-        ]
-    )
-    return cast.unionByName(newer, allowMissingColumns=True)

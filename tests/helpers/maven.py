@@ -20,7 +20,10 @@ from pathlib import Path
 
 __all__ = [
     "CACHE",
+    "DELTA_SETTINGS",
+    "DELTA_SPARK",
     "MavenError",
+    "delta_jars",
     "fetch_jars",
     "kafka_broker_jars",
     "kafka_tools_jars",
@@ -73,10 +76,34 @@ def spark_kafka_jars() -> list[Path]:
     Dependencies that pyspark already ships (Scala, Hadoop, lz4, snappy, ...) are
     left out, so that pyspark's own versions are the only ones on the classpath.
     """
+    return _not_shipped(fetch_jars(POMS / "spark-sql-kafka.xml"))
+
+
+DELTA_SPARK = "4.2"
+"""The Spark minor version of the Delta Lake jars (delta-spark_4.2_2.13 4.4.0): Delta
+Lake publishes a runtime per Spark version, and none for Spark 4.3 yet."""
+
+
+DELTA_SETTINGS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # A snapshot of a table's log is rebuilt in 50 tasks by default: 1 makes a small
+    # table's MERGE about twice as fast here.
+    "spark.databricks.delta.snapshotPartitions": "1",
+}
+"""A test Spark session's settings for Delta Lake, beside :func:`delta_jars`."""
+
+
+def delta_jars() -> list[Path]:
+    """Delta Lake 4.4.0 for Spark 4.2 and the dependencies pyspark does not ship."""
+    return _not_shipped(fetch_jars(POMS / "delta-lake.xml"))
+
+
+def _not_shipped(jars: list[Path]) -> list[Path]:
+    """``jars`` but those whose artifact pyspark ships, so its versions are the only ones."""
     import pyspark
 
     shipped = {_artifact(jar) for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    jars = fetch_jars(POMS / "spark-sql-kafka.xml")
     return [jar for jar in jars if _artifact(jar) not in shipped]
 
 
