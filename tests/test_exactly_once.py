@@ -125,7 +125,7 @@ FILES = FileWorkload(
     {"format": "csv", "header": "true", "maxFilesPerTrigger": 1, "discoveryInterval": "200ms"},
     last=40 * FILE_ROWS - 1,
     batches=40,  # one file each
-    kills=4,
+    kills=3,
     min_mid_batch=1,
     schema="value bigint",
     extra_batches=1,
@@ -136,7 +136,7 @@ S3_FILES = S3FileWorkload(
     {"format": "csv", "header": "true", "maxFilesPerTrigger": 1, "discoveryInterval": "200ms"},
     last=20 * FILE_ROWS - 1,
     batches=20,
-    kills=3,
+    kills=2,
     min_mid_batch=1,
     schema="value bigint",
     extra_batches=1,
@@ -155,7 +155,7 @@ KAFKA = KafkaWorkload(
     },
     last=149_999,
     batches=30,  # of up to 5,000 records
-    kills=4,
+    kills=3,
     min_mid_batch=1,
     # Each run may end on a short batch, the first one may be empty, and a cut in event
     # time reads a little less than the 5,000 records a batch may.
