@@ -322,7 +322,7 @@ class DeltaTable:
             rewritten = cast_to(current, wanted).select(
                 *current.columns, *[F.lit(None).cast(f.dataType).alias(f.name) for f in added]
             )
-            self._write(rewritten, "overwrite", overwriteSchema="true")
+            self._overwrite(rewritten)
             log.warning(
                 "%s rewritten once for the new types of %s",
                 self.identifier,
@@ -375,8 +375,9 @@ class DeltaTable:
         finally:
             rows.sparkSession.catalog.dropTempView(view)
 
-    def _write(self, rows: DataFrame, mode: str, **options: str) -> None:
-        writer = rows.write.format("delta").mode(mode).options(**options)
+    def _overwrite(self, rows: DataFrame) -> None:
+        """Replace the table with ``rows``, in their schema: one commit."""
+        writer = rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
         if self.name is not None:
             writer.saveAsTable(self.name)
         else:
