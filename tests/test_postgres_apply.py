@@ -197,3 +197,25 @@ def test_a_table_without_a_primary_key_needs_keys(
         apply_changes(batch(spark, [change("c", 1, 1, (1, "a"))], keyless), 0, lake)
     apply_changes(batch(spark, [change("c", 1, 1, (1, "a"))], keyless), 0, lake, keys=["id"])
     assert table_rows(spark, lake) == {(1, "a")}
+
+
+def test_history_ends_a_snapshot_row_of_an_earlier_batch_that_shares_the_position(
+    spark: SparkSession, tmp_path: Path, target: Target
+) -> None:
+    """Snapshot rows all have the stream's start position: a batch of the last chunk and the
+    log (the handoff) ends the version of a row of an earlier chunk that it changes, also
+    when replayed."""
+    lake = target(tmp_path / "orders")
+    apply_changes(batch(spark, [change("r", 5, 0, (1, "a", None))]), 0, lake, history=True)
+    apply_changes(batch(spark, [change("r", 5, 0, (2, "b", None))]), 1, lake, history=True)
+    handoff = [change("r", 5, 0, (3, "c", None)), change("u", 10, 1, (1, "a2", None))]
+    apply_changes(batch(spark, handoff), 2, lake, history=True)
+    apply_changes(batch(spark, handoff), 2, lake, history=True)  # Spark replays batch 2
+    read = lake.read(spark)
+    assert read is not None
+    assert {(r.id, r.name, r._start_lsn, r._end_lsn) for r in read.collect()} == {
+        (1, "a", 5, 10),
+        (1, "a2", 10, None),
+        (2, "b", 5, None),
+        (3, "c", 5, None),
+    }

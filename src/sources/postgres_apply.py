@@ -284,16 +284,20 @@ class DeltaTable:
     def _versions(changes: DataFrame, key: list[str], current: DataFrame | None) -> DataFrame:
         """The versions the batch starts, and the target's versions it ends.
 
-        The target's versions current when the batch began are those started before its
-        first change and not ended before it, which a replay of the batch finds again."""
+        The target's versions current when the batch began are those it did not start
+        that had not ended before its first change: a replay of the batch finds them
+        again, their ends as the first run left them. (Snapshot rows share a position, so
+        a version's start says nothing about which batch wrote it.)"""
         open_rows = None
         if current is not None:
             lsn, seq = first_position(changes)
             first = F.struct(F.lit(lsn).alias("a"), F.lit(seq).alias("b"))
-            began = F.struct(F.col("_start_lsn").alias("a"), F.col("_start_seq").alias("b"))
             ends = F.struct(F.col("_end_lsn").alias("a"), F.col("_end_seq").alias("b"))
-            open_rows = current.where(
-                (began < first) & (F.col("_end_lsn").isNull() | (ends >= first))
+            started_here = keyed(changes, key).select(
+                *key, F.col("lsn").alias(_STARTS[0]), F.col("seq").alias(_STARTS[1])
+            )
+            open_rows = current.where(F.col("_end_lsn").isNull() | (ends >= first)).join(
+                started_here, [*key, *_STARTS], "left_anti"
             )
             open_rows = open_rows.select(
                 *[
