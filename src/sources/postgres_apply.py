@@ -12,7 +12,8 @@ in rows written after it; a column of another type is cast to it.
 Targets:
 
 - :class:`DeltaTable`: a Delta Lake table, which each micro-batch is merged into
-  (``MERGE INTO``): a batch rewrites only the files holding the rows it changes.
+  (``MERGE INTO``): a batch writes the rows it changes and marks those they replace
+  (deletion vectors) instead of writing the table again.
 - :class:`ParquetTable`: a directory of versions, one per micro-batch with changes. A
   version is the whole table, so a batch rewrites it all; readers read the newest
   complete version (:meth:`ParquetTable.read`).
@@ -210,7 +211,7 @@ _OP = "_splitsource_op"
 @dataclass(frozen=True)
 class DeltaTable:
     """A Delta Lake table, by ``path`` or by ``name``, that each micro-batch is merged
-    into with ``MERGE INTO``: a batch rewrites only the files holding rows it changes.
+    into with ``MERGE INTO``: a batch writes the rows it changes, not the table.
 
     The first batch with changes creates the table. The Spark session needs Delta Lake:
     its jars, and the settings ``spark.sql.extensions`` =

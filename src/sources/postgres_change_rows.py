@@ -107,7 +107,8 @@ def filled(
         before = F.last(carried, ignorenulls=True).over(known)
         if current is not None:
             before = F.coalesce(before, F.struct(F.col(f"_target_{name}").alias("v")))
-        unknown.append(F.when(left_out & before.isNull(), F.lit(name)))
+        if current is None:
+            unknown.append(F.when(left_out & before.isNull(), F.lit(name)))
         values[name] = F.when(left_out, before["v"]).otherwise(F.col(f"after.{name}"))
     after = F.struct(
         *[values.get(f.name, F.col(f"after.{f.name}")).alias(f.name) for f in row_type.fields]
