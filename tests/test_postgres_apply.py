@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +157,32 @@ def test_added_dropped_and_retyped_columns_reach_the_target(
     }
     rows = {(r.id, r.name, r.note, r.extra) for r in read.collect()}
     assert rows == {(1, "n1", "x", None), (2, None, "y", 1.5)}
+
+
+@pytest.mark.parametrize("history", [False, True], ids=["latest", "history"])
+def test_a_column_added_with_a_default_has_it_in_the_rows_written_before(
+    spark: SparkSession, tmp_path: Path, target: Target, history: bool
+) -> None:
+    """Postgres gives rows from before ``ADD COLUMN ... DEFAULT`` the default; the stream
+    says which in the column's comment, and the target's rows from then read it too."""
+    lake = target(tmp_path / "orders")
+    first = [change("c", 10, n, (n, f"n{n}", None)) for n in (1, 2)]
+    apply_changes(batch(spark, first), 0, lake, history=history)
+    earlier = "COMMENT 'rows from before this column read"
+    later = envelope(
+        "id: bigint COMMENT 'primary key', name: string, note: string, "
+        f"grade: decimal(10, 2) {earlier} 3.50', since: timestamp_ntz {earlier} 2026-01-02 "
+        f"03:04:05', label: string {earlier} it\\'s \\\\ \"that\", (one)'"
+    )
+    update = change("u", 20, 1, (2, "b", None, Decimal("1.25"), None, "new"))
+    apply_changes(batch(spark, [update], later), 1, lake, history=history)
+    read = lake.read(spark)
+    assert read is not None
+    filled_in = (Decimal("3.50"), datetime(2026, 1, 2, 3, 4, 5), 'it\'s \\ "that", (one)')
+    expected = {(1, *filled_in), (2, Decimal("1.25"), None, "new")}
+    if history:
+        expected.add((2, *filled_in))  # the version the update ended
+    assert {(r.id, r.grade, r.since, r.label) for r in read.collect()} == expected
 
 
 def test_history_keeps_each_version_of_a_row_with_the_interval_it_was_current(

@@ -1,9 +1,10 @@
 """A Postgres table kept in step in a lake by apply_changes in foreachBatch, as
 docs/postgres.md runs it, on Parquet and on Delta Lake: a writer changing the table
 throughout, large values its updates leave out (TOAST, no REPLICA IDENTITY FULL), the
-driver SIGKILLed with a batch in flight, then columns added, retyped and dropped while
-it runs, the query started again by SchemaChangeRestarts each time. The lake table ends
-equal to the table, row by row, and its history's versions follow one another."""
+driver SIGKILLed with a batch in flight, then columns added (one with a default), retyped
+and dropped while it runs, the query started again by SchemaChangeRestarts each time. The
+lake table ends equal to the table, row by row, and its history's versions follow one
+another."""
 
 from __future__ import annotations
 
@@ -42,20 +43,25 @@ SCHEMA_CHANGES = (
     ),
     ("ALTER TABLE items ADD COLUMN qty int", "UPDATE items SET qty = id WHERE id % 5 = 0"),
     ("ALTER TABLE items ALTER COLUMN qty TYPE bigint", "UPDATE items SET qty = qty * 3"),
+    (  # after the retype: a table rewrite gives the rows their default in the table itself
+        "ALTER TABLE items ADD COLUMN grade numeric(6, 2) DEFAULT 2.5",
+        "UPDATE items SET grade = id WHERE id % 11 = 0",
+    ),
     ("ALTER TABLE items DROP COLUMN note", "UPDATE items SET v = v + 100 WHERE id % 9 = 0"),
 )
+COLUMNS = "id, v, doc, qty, grade"
 
 
 def in_postgres(postgres: PostgresServer, database: str) -> set[tuple[Any, ...]]:
     with postgres.connect(database) as db:
-        return set(db.execute("SELECT id, v, doc, qty FROM items").fetchall())
+        return set(db.execute(f"SELECT {COLUMNS} FROM items").fetchall())
 
 
 def in_lake(frame: DataFrame | None) -> set[tuple[Any, ...]]:
     """The lake's rows in the table's columns now; empty before it has them all."""
-    if frame is None or "qty" not in frame.columns:
+    if frame is None or "grade" not in frame.columns:
         return set()
-    return {tuple(row) for row in frame.select("id", "v", "doc", "qty").collect()}
+    return {tuple(row) for row in frame.selectExpr(*COLUMNS.split(", ")).collect()}
 
 
 def assert_versions_follow_one_another(versions: DataFrame) -> None:
@@ -159,7 +165,7 @@ def test_a_lake_table_follows_postgres_through_a_writer_a_driver_kill_and_schema
     report = second.done()
     assert report is not None and report["restarts"] >= 1, second.tail()
     assert "stopped on a schema change of its source" in second.output()
-    assert any(doc is not None for _, _, doc, _ in expected)  # TOASTed values kept
+    assert any(doc is not None for _, _, doc, _, _ in expected)  # TOASTed values kept
     versions = history.read(spark)
     assert versions is not None
     assert_versions_follow_one_another(versions)

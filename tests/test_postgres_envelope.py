@@ -117,3 +117,14 @@ def test_a_chunk_read_before_a_column_was_added_gives_null_in_it() -> None:
     chunk = pa.record_batch({"id": pa.array([1, 2], pa.int64())})
     rows = snapshot_batch(chunk, "public.items", 7, schema).to_pylist()
     assert [row["after"] for row in rows] == [{"id": 1, "note": None}, {"id": 2, "note": None}]
+
+
+def test_a_chunk_read_before_a_column_was_added_with_a_default_gives_the_default() -> None:
+    """The rows a chunk read before ``ADD COLUMN ... DEFAULT`` read the default in Postgres."""
+    schema = arrow_schema(parse_ddl(envelope_ddl("`id` bigint NOT NULL, `tags` array<int>")))
+    chunk = pa.record_batch({"id": pa.array([1, 2], pa.int64())})
+    rows = snapshot_batch(chunk, "public.items", 7, schema, missing_values={"tags": "{1,2}"})
+    assert [row["after"] for row in rows.to_pylist()] == [
+        {"id": 1, "tags": [1, 2]},
+        {"id": 2, "tags": [1, 2]},
+    ]

@@ -17,6 +17,7 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
 from sources.errors import SchemaChangedError, SchemaMismatchError
 from sources.postgres_changes import PostgresChangesSource
+from sources.testing import parse_ddl
 from test_postgres_changes import options, read_batch
 
 
@@ -154,4 +155,60 @@ def test_a_column_added_before_a_chunk_is_read_fails_it_and_a_restart_reads_the_
     started.driver.close()
     assert {row["after"]["id"]: row["after"]["note"] for row in rows if row["op"] == "r"} == {
         n: f"n{n}" for n in range(1, 11)
+    }
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        "grade int DEFAULT 7",
+        "label text DEFAULT 'it''s, a \"quoted\" \\ value'",
+        "added timestamptz DEFAULT now()",
+        "price numeric(10, 2) DEFAULT 3.5",
+        "tags int[] DEFAULT '{1,2}'",
+        "raw bytea DEFAULT '\\x0102'",
+        "seen boolean DEFAULT true",
+    ],
+)
+def test_a_column_added_with_a_default_reads_it_in_the_changes_from_before(
+    stream: Stream, column: str
+) -> None:
+    """Postgres gives the rows from before ``ADD COLUMN ... DEFAULT`` the default without
+    writing them: the restarted stream reads the changes from then with it, as it reads
+    a change from after."""
+    name = column.split()[0]
+    stream.sql(
+        "INSERT INTO items VALUES (11, 1)",
+        f"ALTER TABLE items ADD COLUMN {column}",
+        "UPDATE items SET v = 2 WHERE id = 1",  # the whole row, its default too, in the log
+    )
+    with pytest.raises(SchemaMismatchError, match=f"added {name}"):
+        stream.batch()
+
+    stream.restart()
+    after = parse_ddl(stream.source.schema())["after"].dataType
+    assert after[name].metadata["comment"].startswith("rows from before this column read ")
+    afters = {row["after"]["id"]: row["after"] for row in stream.batch()}
+    assert afters[11][name] is not None
+    assert afters[11][name] == afters[1][name]
+
+
+def test_a_chunk_read_before_a_column_was_added_with_a_default_replays_with_the_default(
+    postgres: PostgresServer, postgres_database: str, tmp_path: Path
+) -> None:
+    """A batch that read a chunk and did not commit is read again after the restart from
+    the chunk's copy, which lacks the column: its rows read the default, as in Postgres."""
+    with postgres.connect(postgres_database) as db:
+        db.execute("CREATE TABLE items (id bigint PRIMARY KEY, v bigint NOT NULL)")
+        db.execute("INSERT INTO items SELECT i, 0 FROM generate_series(1, 10) i")
+    started = Stream(postgres, postgres_database, tmp_path)
+    end = logged(started.driver.latest_offset(started.committed, limited=True))
+    first = read_batch(started.source, started.driver.plan(started.committed, end))
+    assert {row["op"] for row in first} == {"r"}  # its chunk copied, the batch not committed
+    started.sql("ALTER TABLE items ADD COLUMN grade int DEFAULT 7")
+    started.restart()
+    rows = [row for _ in range(3) for row in started.batch()]
+    started.driver.close()
+    assert {row["after"]["id"]: row["after"]["grade"] for row in rows if row["op"] == "r"} == {
+        n: 7 for n in range(1, 11)
     }

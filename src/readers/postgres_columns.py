@@ -8,7 +8,7 @@ type, fails the read with what changed and what to do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +18,7 @@ from sources.errors import SchemaChangedError
 from sources.postgres_catalog import Column
 from sources.postgres_slot import lsn_text
 
-__all__ = ["KnownColumns", "TypeOf"]
+__all__ = ["KnownColumns", "TypeOf", "missing_values"]
 
 TypeOf = Callable[[int, int], tuple[str, str]]
 """A Postgres type (its oid and modifier, as ``pgoutput`` gives a column's) to its name and
@@ -47,6 +47,12 @@ class KnownColumns:
     def names(self) -> tuple[str, ...]:
         """The columns' names, in order."""
         return tuple(column.name for column in self.columns)
+
+    @property
+    def missing_values(self) -> dict[str, str]:
+        """Of the columns added with a default, by name, the value that rows written before
+        each read, as Postgres writes it: what a change from then lacks."""
+        return {c.name: c.missing_value for c in self.columns if c.missing_value is not None}
 
     def check(self, changes: ChangeRun, type_of: TypeOf) -> None:
         """Raise :class:`SchemaChangedError` if some of ``changes`` come from after the
@@ -109,3 +115,9 @@ class KnownColumns:
             "change with NULL in columns added since (and drop a dropped column from "
             ".schema(...) if you gave one)"
         )
+
+
+def missing_values(known: Mapping[str, KnownColumns], table: str) -> Mapping[str, str]:
+    """:attr:`KnownColumns.missing_values` of ``table``; none for a table ``known`` lacks."""
+    found = known.get(table)
+    return {} if found is None else found.missing_values

@@ -32,8 +32,10 @@ Applying a table's rows per key in ``(lsn, seq)`` order rebuilds the table
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 import pyarrow as pa
@@ -139,11 +141,22 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+_NO_MISSING_VALUES: Mapping[str, str] = MappingProxyType({})
+"""No column added with a default: rows written before a column read NULL in it."""
+
+
 def change_batch(
-    changes: ChangeRun, schema: pa.Schema, nesting: Nesting = ONE_TABLE
+    changes: ChangeRun,
+    schema: pa.Schema,
+    nesting: Nesting = ONE_TABLE,
+    missing_values: Mapping[str, str] = _NO_MISSING_VALUES,
 ) -> pa.RecordBatch:
     """``changes`` (a run of one relation) as rows of the envelope ``schema``, a column at a
-    time: each of the relation's columns becomes one Arrow array, converted once."""
+    time: each of the relation's columns becomes one Arrow array, converted once.
+
+    A column the relation lacks (added since) is NULL in ``after``, or the value that
+    ``missing_values`` gives as Postgres writes it
+    (:attr:`~sources.postgres_catalog.Column.missing_value`)."""
     table = changes.relation.qualified
     row_type = nesting.row_type(schema, table)
     places = [_place(changes.relation.columns, field.name) for field in row_type]
@@ -152,7 +165,7 @@ def change_batch(
         [
             _letters(changes.ops),
             nesting.nest(schema, table, _struct(changes.before, places, row_type)),
-            nesting.nest(schema, table, _struct(after, places, row_type)),
+            nesting.nest(schema, table, _struct(after, places, row_type, missing_values)),
             _repeated(table, len(changes)),
             pa.array(changes.lsns, pa.int64()),
             pa.array(changes.seqs, pa.int64()),
@@ -165,14 +178,19 @@ def change_batch(
 
 
 def snapshot_batch(
-    rows: pa.RecordBatch, table: str, lsn: int, schema: pa.Schema, nesting: Nesting = ONE_TABLE
+    rows: pa.RecordBatch,
+    table: str,
+    lsn: int,
+    schema: pa.Schema,
+    nesting: Nesting = ONE_TABLE,
+    missing_values: Mapping[str, str] = _NO_MISSING_VALUES,
 ) -> pa.RecordBatch:
     """The rows a chunk of ``table`` read, as ``r`` rows of the envelope ``schema`` at the
-    stream's start ``lsn``."""
+    stream's start ``lsn``; ``missing_values`` as :func:`change_batch` takes them."""
     count = rows.num_rows
     row_type = nesting.row_type(schema, table)
     after = pa.StructArray.from_arrays(
-        [_column_of(rows, field) for field in row_type], fields=list(row_type)
+        [_column_of(rows, field, missing_values) for field in row_type], fields=list(row_type)
     )
     return pa.RecordBatch.from_arrays(
         [
@@ -190,12 +208,23 @@ def snapshot_batch(
     )
 
 
-def _column_of(rows: pa.RecordBatch, field: pa.Field) -> pa.Array:
-    """The column of ``rows`` that ``field`` names, in its type; NULL where a chunk read
-    before a restart has no such column (added since: design decision 64)."""
+def _column_of(
+    rows: pa.RecordBatch, field: pa.Field, missing_values: Mapping[str, str]
+) -> pa.Array:
+    """The column of ``rows`` that ``field`` names, in its type; :func:`_missing` where a
+    chunk read before a restart has no such column (added since: design decision 64)."""
     if field.name not in rows.schema.names:
-        return pa.nulls(rows.num_rows, field.type)
+        return _missing(field, rows.num_rows, missing_values)
     return rows.column(field.name).cast(field.type)
+
+
+def _missing(field: pa.Field, count: int, missing_values: Mapping[str, str]) -> pa.Array:
+    """``count`` values of a column that rows written before it was added lack: the value
+    ``missing_values`` gives it, else NULL."""
+    text = missing_values.get(field.name)
+    if text is None:
+        return pa.nulls(count, field.type)
+    return array_from_text([text], field.type).take(pa.array(np.zeros(count, np.int32)))
 
 
 def _filled(changes: ChangeRun) -> tuple[TupleColumns, np.ndarray]:
@@ -218,13 +247,16 @@ def _filled(changes: ChangeRun) -> tuple[TupleColumns, np.ndarray]:
 
 
 def _struct(
-    rows: TupleColumns, places: list[int | None], row_type: pa.StructType
+    rows: TupleColumns,
+    places: list[int | None],
+    row_type: pa.StructType,
+    missing_values: Mapping[str, str] = _NO_MISSING_VALUES,
 ) -> pa.StructArray:
     """``rows`` as a struct of ``row_type``: each field from its column (``places``: where
-    it is among the relation's columns; ``None``, a field the relation lacks: NULL)."""
+    it is among the relation's columns; ``None``, a field the relation lacks: :func:`_missing`)."""
     count = len(rows.present)
     children = [
-        pa.nulls(count, field.type)
+        _missing(field, count, missing_values)
         if place is None
         else array_from_text(rows.text(place), field.type)
         for place, field in zip(places, row_type, strict=True)
@@ -262,17 +294,22 @@ def _repeated(text: str, count: int) -> pa.Array:
     ).cast(pa.string())
 
 
+_PIECE = re.compile(r"`(?:[^`]|``)*`|'(?:[^'\\]|\\.)*'|.", re.DOTALL)
+"""A name in backticks, a quoted string (a comment), or any other character."""
+
+
 def _fields(columns_ddl: str) -> list[str]:
-    """The fields of a DDL list, split at the commas outside ``<...>`` and ``(...)``."""
+    """The fields of a DDL list, split at the commas outside ``<...>``, ``(...)``, names
+    and comments."""
     fields, depth, start = [], 0, 0
-    for at, char in enumerate(columns_ddl):
-        if char in "<(":
+    for piece in _PIECE.finditer(columns_ddl):
+        if piece.group() in ("<", "("):
             depth += 1
-        elif char in ">)":
+        elif piece.group() in (">", ")"):
             depth -= 1
-        elif char == "," and depth == 0:
-            fields.append(columns_ddl[start:at].strip())
-            start = at + 1
+        elif piece.group() == "," and depth == 0:
+            fields.append(columns_ddl[start : piece.start()].strip())
+            start = piece.end()
     fields.append(columns_ddl[start:].strip())
     return [field for field in fields if field]
 
@@ -287,4 +324,5 @@ def _struct_field(field: str) -> str:
             break
         end += 2
     name, kind = field[: end + 1], field[end + 1 :].strip()
-    return f"{name}: {kind.replace(' NOT NULL', '', 1)}"
+    kind, comment, text = kind.partition(" COMMENT ")
+    return f"{name}: {kind.replace(' NOT NULL', '', 1)}{comment}{text}"

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.pgoutput import ChangeRun, PgoutputDecoder
-from readers.postgres_columns import KnownColumns
+from readers.postgres_columns import KnownColumns, missing_values
 from readers.postgres_envelope import ONE_TABLE, Nesting, change_batch
 from readers.postgres_text import SESSION_SETTINGS
 from sources.errors import DataLossError, ReaderError, SplitSourceError
@@ -280,7 +280,9 @@ class LogReader(SplitReader[LogSplit]):
         if reading.chunk_filter is not None:
             kept = reading.chunk_filter
             runs = [_kept(run, kept.keeps(run, split.filter_until)) for run in runs]
-        batches = _in_order([run for run in runs if len(run)], self._schema, self._nesting)
+        batches = _in_order(
+            [run for run in runs if len(run)], self._schema, self._nesting, self._known
+        )
         if not reading.done:
             return RecordsBySplit({split.split_id: batches})
         self._reading = None
@@ -322,10 +324,17 @@ def _kept(changes: ChangeRun, mask: np.ndarray) -> ChangeRun:
 
 
 def _in_order(
-    runs: Sequence[ChangeRun], schema: pa.Schema, nesting: Nesting
+    runs: Sequence[ChangeRun],
+    schema: pa.Schema,
+    nesting: Nesting,
+    known: Mapping[str, KnownColumns],
 ) -> list[pa.RecordBatch]:
-    """The envelope's rows of ``runs``, in the order of their changes."""
-    batches = [change_batch(run, schema, nesting) for run in runs]
+    """The envelope's rows of ``runs``, in the order of their changes; a change from before
+    a column was added has the value ``known`` gives it (else NULL)."""
+    batches = [
+        change_batch(run, schema, nesting, missing_values(known, run.relation.qualified))
+        for run in runs
+    ]
     if len(batches) <= 1:
         return batches
     rows = pa.Table.from_batches(batches, schema)

@@ -26,7 +26,7 @@ from readers.arrow import conform
 from readers.base import RecordsBySplit, SplitReader, SplitsAddition
 from readers.postgres import ChunkQuery, borrow_session, storage_columns
 from readers.postgres_chunk_store import ChunkCopy, ChunkStore
-from readers.postgres_columns import KnownColumns
+from readers.postgres_columns import KnownColumns, missing_values
 from readers.postgres_connections import ConnectionPool
 from readers.postgres_envelope import ONE_TABLE, Nesting, snapshot_batch
 from readers.postgres_log import LogReader
@@ -96,8 +96,9 @@ class StreamChunkReader(SplitReader[StreamChunkSplit]):
             raise
         self._splits.popleft()
         table = split.chunk.table
+        missing = missing_values(self._known, table)
         batches = [
-            snapshot_batch(batch, table, split.start_lsn, self._schema, self._nesting)
+            snapshot_batch(batch, table, split.start_lsn, self._schema, self._nesting, missing)
             for batch in copy.rows.to_batches()
             if batch.num_rows
         ]

@@ -6,7 +6,8 @@ micro-batch: the last change of each key is upserted (``after``) or deleted (``d
 truncate (``t``) empties the table and what follows it applies. A value an update left
 out because its TOASTed value did not change (``unchanged``) is taken from the change
 before it, or from the target. Columns added to the table appear in the target (NULL
-in rows written before); a dropped column stays, with its values at the drop and NULL
+in rows written before, or the value Postgres gives those rows: ``ADD COLUMN ...
+DEFAULT``); a dropped column stays, with its values at the drop and NULL
 in rows written after it; a column of another type is cast to it.
 
 Targets:
@@ -30,9 +31,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import fsspec
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -45,6 +46,7 @@ from sources.postgres_change_rows import (
     LEFT_OUT,
     after_truncate,
     cast_to,
+    earlier_values,
     filled,
     first_position,
     keyed,
@@ -52,6 +54,7 @@ from sources.postgres_change_rows import (
     row_type,
     started_and_ended,
     under_schema,
+    with_added,
 )
 
 __all__ = [
@@ -190,7 +193,7 @@ def _latest_table(changes: DataFrame, key: list[str], current: DataFrame | None)
     if current is None:
         return upserted
     kept = current.join(latest.select(*key), key, "left_anti")
-    return under_schema(kept, upserted)
+    return under_schema(kept, upserted, earlier_values(row_type(changes)))
 
 
 def _history_table(changes: DataFrame, key: list[str], current: DataFrame | None) -> DataFrame:
@@ -201,7 +204,8 @@ def _history_table(changes: DataFrame, key: list[str], current: DataFrame | None
         return started
     starts = [*key, "_start_lsn", "_start_seq"]
     untouched = current.join(ended.select(*starts), starts, "left_anti")
-    return under_schema(under_schema(untouched, ended), started)
+    earlier = earlier_values(row_type(changes))
+    return under_schema(under_schema(untouched, ended, earlier), started, earlier)
 
 
 _OP = "_splitsource_op"
@@ -263,7 +267,7 @@ class DeltaTable:
             self._create(rows.where(f"{_OP} <> 'd'").drop(_OP, LEFT_OUT) if deletes else rows)
             log.info("batch %d created %s", batch_id, self.identifier)
             return
-        self._evolve(current, rows.drop(_OP, LEFT_OUT).schema)
+        self._evolve(current, rows.drop(_OP, LEFT_OUT).schema, earlier_values(row_type(changes)))
         self._merge(rows, on, deletes)
 
     def _latest(self, changes: DataFrame, key: list[str], current: DataFrame | None) -> DataFrame:
@@ -309,13 +313,16 @@ class DeltaTable:
                 ]
             )
         started, ended = started_and_ended(changes, row_type(changes), key, open_rows)
-        return started if ended is None else under_schema(ended, started)
+        if ended is None:
+            return started
+        return under_schema(ended, started, earlier_values(row_type(changes)))
 
-    def _evolve(self, current: DataFrame, wanted: StructType) -> None:
+    def _evolve(self, current: DataFrame, wanted: StructType, earlier: Mapping[str, Any]) -> None:
         """Give the table the columns ``wanted`` adds, and the types it changes.
 
-        An added column is a change of metadata only; a changed type rewrites the table
-        once, its values cast."""
+        An added column is a change of metadata only, unless ``earlier`` gives it a value
+        for the rows already there (:func:`with_added`): that, or a changed type, rewrites
+        the table once."""
         have = {f.name: f.dataType.simpleString() for f in current.schema.fields}
         added = [f for f in wanted.fields if f.name not in have]
         retyped = [
@@ -323,15 +330,21 @@ class DeltaTable:
             for f in wanted.fields
             if have.get(f.name, f.dataType.simpleString()) != f.dataType.simpleString()
         ]
-        if retyped:
-            rewritten = cast_to(current, wanted).select(
-                *current.columns, *[F.lit(None).cast(f.dataType).alias(f.name) for f in added]
+        filled_in = [f for f in added if f.name in earlier]
+        if any("timestamp_ntz" in f.dataType.simpleString() for f in [*added, *retyped]):
+            current.sparkSession.sql(  # a table feature Delta Lake asks to be enabled
+                f"ALTER TABLE {self.identifier} "
+                "SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
             )
-            self._overwrite(rewritten)
+        if retyped or filled_in:
+            self._overwrite(with_added(cast_to(current, wanted), wanted, earlier))
             log.warning(
-                "%s rewritten once for the new types of %s",
+                "%s rewritten once for %s",
                 self.identifier,
-                ", ".join(f"{f.name} ({f.dataType.simpleString()})" for f in retyped),
+                ", ".join(
+                    [f"the new type of {f.name} ({f.dataType.simpleString()})" for f in retyped]
+                    + [f"the value of {f.name} in earlier rows" for f in filled_in]
+                ),
             )
         elif added:
             columns = ", ".join(f"{_quoted(f.name)} {f.dataType.simpleString()}" for f in added)

@@ -43,6 +43,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from readers.postgres_text import SESSION_SETTINGS, parse_array_literal
+
 __all__ = [
     "Column",
     "TableDescription",
@@ -82,7 +84,8 @@ def quote_identifier(name: str) -> str:
 class Column:
     """One column: its name, its Spark type (DDL), whether it is ``NOT NULL``, the SQL
     expression that reads it in that type, and, as the catalog gave it, its Postgres type
-    (``(atttypid, atttypmod)``, as ``pgoutput`` names it too) and that type's name."""
+    (``(atttypid, atttypmod)``, as ``pgoutput`` names it too), that type's name, and the
+    value rows written before the column was added read (``missing_value``)."""
 
     name: str
     spark_type: str
@@ -90,6 +93,10 @@ class Column:
     select: str
     postgres_type: tuple[int, int] | None = None
     postgres_type_name: str = ""
+    missing_value: str | None = None
+    """For a column added with a default (``ADD COLUMN ... DEFAULT``, not volatile), the
+    value that rows written before it read, as the server writes it in the log; ``None``
+    when they read NULL."""
 
     @property
     def ddl(self) -> str:
@@ -205,7 +212,8 @@ LEFT JOIN pg_type element ON element.oid = base.typelem AND base.typcategory = '
 
 _COLUMNS = f"""
 SELECT a.attname, base.typname, a.atttypmod, element.typname, a.attnotnull,
-    a.atttypid, format_type(a.atttypid, a.atttypmod)
+    a.atttypid, format_type(a.atttypid, a.atttypmod),
+    CASE WHEN a.atthasmissing THEN a.attmissingval::text END
 FROM pg_attribute a
 JOIN pg_type t ON t.oid = a.atttypid {_BASE_AND_ELEMENT}
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped
@@ -237,7 +245,10 @@ def describe_table(connection: Any, table: str) -> TableDescription | None:
     if found is None:
         return None
     oid, schema, name = found
-    columns = columns_of(connection.execute(_COLUMNS, (oid,)).fetchall())
+    with connection.transaction():  # the missing values' text as the log's values are
+        for setting, value in SESSION_SETTINGS.items():
+            connection.execute("SELECT set_config(%s, %s, true)", (setting, value))
+        columns = columns_of(connection.execute(_COLUMNS, (oid,)).fetchall())
     key = tuple(row[0] for row in connection.execute(_PRIMARY_KEY, (oid,)).fetchall())
     return TableDescription(schema, name, columns, key)
 
@@ -256,8 +267,9 @@ def columns_of(rows: Sequence[tuple[Any, ...]]) -> tuple[Column, ...]:
             column_of(column, type_name, modifier, element, not_null),
             postgres_type=(type_oid, modifier),
             postgres_type_name=shown,
+            missing_value=None if missing is None else parse_array_literal(missing)[0],
         )
-        for column, type_name, modifier, element, not_null, type_oid, shown in rows
+        for column, type_name, modifier, element, not_null, type_oid, shown, missing in rows
     )
 
 

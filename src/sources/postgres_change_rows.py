@@ -8,12 +8,16 @@ schema put under a newer one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import DataType, StructField, StructType
+
+from readers.postgres_text import array_from_text
+from sources import postgres_catalog
+from sources.spark.partitions import arrow_schema
 
 __all__ = [
     "END_COLUMNS",
@@ -21,13 +25,16 @@ __all__ = [
     "LEFT_OUT",
     "after_truncate",
     "cast_to",
+    "earlier_values",
     "filled",
     "first_position",
     "keyed",
     "last_changes",
+    "missing_comment",
     "row_type",
     "started_and_ended",
     "under_schema",
+    "with_added",
 ]
 
 ORDER = ("lsn", "seq")
@@ -38,6 +45,32 @@ END_COLUMNS = ("_end_lsn", "_end_seq", "_end_time")
 HISTORY_COLUMNS = ("_start_lsn", "_start_seq", "_start_time", *END_COLUMNS)
 """The columns a target with ``history=True`` adds to the table's: the interval in which
 each version of a row was current, by commit position and time."""
+
+
+EARLIER_ROWS_READ = "rows from before this column read "
+"""How the comment of a column added with a default (``ADD COLUMN ... DEFAULT``) starts in
+the stream's ``before`` and ``after``; the value that rows written earlier read follows,
+as Postgres writes it."""
+
+
+def missing_comment(column: postgres_catalog.Column) -> str | None:
+    """The comment of ``column`` in the stream's rows if it was added with a default."""
+    if column.missing_value is None:
+        return None
+    return EARLIER_ROWS_READ + column.missing_value
+
+
+def earlier_values(row_type: StructType) -> dict[str, Any]:
+    """The value that each column of ``row_type`` added with a default reads in the rows
+    written before it, by the column's name: what the stream reads from the log for them."""
+    found = {}
+    for field in row_type.fields:
+        comment = field.metadata.get("comment", "")
+        if comment.startswith(EARLIER_ROWS_READ):
+            kind = arrow_schema(StructType([field])).field(0).type
+            text = comment[len(EARLIER_ROWS_READ) :]
+            found[field.name] = array_from_text([text], kind).to_pylist()[0]
+    return found
 
 
 def row_type(changes: DataFrame) -> StructType:
@@ -159,11 +192,34 @@ def started_and_ended(
     return started, ended
 
 
-def under_schema(older: DataFrame, newer: DataFrame) -> DataFrame:
+def under_schema(older: DataFrame, newer: DataFrame, earlier: Mapping[str, Any]) -> DataFrame:
     """``older`` and ``newer`` rows under ``newer``'s columns and types: a column only
-    ``older`` has stays, NULL in ``newer``'s rows; one only ``newer`` has is NULL in
-    ``older``'s; one whose type changed is cast to the new type."""
-    return cast_to(older, newer.schema).unionByName(newer, allowMissingColumns=True)
+    ``older`` has stays, NULL in ``newer``'s rows; one only ``newer`` has is added to
+    ``older``'s (:func:`with_added`); one whose type changed is cast to the new type."""
+    widened = with_added(cast_to(older, newer.schema), newer.schema, earlier)
+    return widened.unionByName(newer, allowMissingColumns=True)
+
+
+def with_added(rows: DataFrame, schema: StructType, earlier: Mapping[str, Any]) -> DataFrame:
+    """``rows`` with the columns of ``schema`` that they lack, after theirs: each the value
+    ``earlier`` gives it (:func:`earlier_values`: rows written before an ``ADD COLUMN ...
+    DEFAULT`` read the default in Postgres), else NULL."""
+    added = [f for f in schema.fields if f.name not in rows.columns]
+    known = [f for f in added if f.name in earlier]
+    widened = rows
+    if known:
+        values = rows.sparkSession.createDataFrame(
+            [tuple(earlier[f.name] for f in known)],
+            StructType([StructField(f.name, f.dataType) for f in known]),
+        )
+        widened = rows.crossJoin(F.broadcast(values))
+    return widened.select(
+        *rows.columns,
+        *[
+            F.col(f.name) if f.name in earlier else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in added
+        ],
+    )
 
 
 def cast_to(rows: DataFrame, schema: StructType) -> DataFrame:

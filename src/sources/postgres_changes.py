@@ -66,6 +66,7 @@ from sources.options import Option, Options
 from sources.postgres import DEFAULT_CHUNK_SIZE, table_options
 from sources.postgres_apply import KEY_COMMENT
 from sources.postgres_catalog import describe_table, quote_identifier
+from sources.postgres_change_rows import missing_comment
 from sources.postgres_checks import check_change_capture
 from sources.postgres_connection import PostgresConnection, unavailable
 from sources.postgres_slot import lsn_number
@@ -362,13 +363,21 @@ class _NoChunks(ChunkStore):
 
 
 def _columns_ddl(table: CapturedTable) -> str:
-    """The table's columns as DDL, those of its primary key marked with the comment that
-    :func:`~sources.postgres_apply.apply_changes` takes its keys from."""
+    """The table's columns as DDL, with the comments that
+    :func:`~sources.postgres_apply.apply_changes` reads: those of its primary key marked,
+    and those added with a default giving the value that earlier rows read."""
     key = set(table.description.primary_key)
     return ", ".join(
-        f"{column.ddl} COMMENT '{KEY_COMMENT}'" if column.name in key else column.ddl
+        column.ddl + _comment(KEY_COMMENT if column.name in key else missing_comment(column))
         for column in table.description.columns
     )
+
+
+def _comment(text: str | None) -> str:
+    """A DDL field's ``COMMENT`` clause of ``text``, quoted; empty for ``None``."""
+    if text is None:
+        return ""
+    return " COMMENT '" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _described_since(
