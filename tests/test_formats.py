@@ -942,6 +942,18 @@ def test_json_objects_with_every_column_null_are_rows(local: Store) -> None:
     assert rows == [{"n": 1, "s": None}] + [{"n": None, "s": None}] * 3
 
 
+@pytest.mark.parametrize(
+    "first",
+    [b'{"t": "2026-01-01T00:00:00Z"}\n', b'{"t": 1700000000}\n'],
+    ids=["after-text", "after-seconds"],
+)
+def test_json_timestamp_text_that_is_not_one_is_malformed(local: Store, first: bytes) -> None:
+    path = local.put("times.json", first + b'{"t": "soon"}\n')
+    schema = pa.schema([("t", pa.timestamp("us", "UTC"))])
+    with pytest.raises(MalformedRecordError, match=r"at line 2 .*'soon'"):
+        read_all(local, path, failfast("json", schema))
+
+
 _LINE_PIECES = st.lists(
     st.sampled_from([b"{", b"}", b"\n", b"\r", b" ", b"\t", b"null", b"true", b"[", b"1", b"a"]),
     max_size=12,

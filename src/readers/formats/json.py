@@ -250,9 +250,14 @@ def _instants_from_text(
 ) -> pa.Array:
     """Timestamp text, and whole numbers as seconds since the epoch, as Spark reads JSON into
     a ``timestamp`` (a number into ``timestamp_ntz`` is a value of the wrong type)."""
-    whole = pc.match_substring_regex(column, _WHOLE_NUMBER)
-    if not pc.any(whole).as_py():
+    try:
+        # No whole number converts as timestamp text (ISO 8601 puts "-" at [4] and [7]),
+        # so a column that converts holds none: the usual one needs no match per value.
         return converted(column, field, options)
+    except Malformed:
+        whole = pc.match_substring_regex(column, _WHOLE_NUMBER)
+        if not pc.any(whole).as_py():
+            raise
     no_text = pa.scalar(None, column.type)
     try:
         micros = pc.multiply_checked(pc.cast(pc.if_else(whole, column, no_text), pa.int64()), 10**6)
