@@ -15,7 +15,7 @@ Delta Lake supports: from the main venv it runs itself again in ``.venv-delta``
 (``./dev test`` or ``./dev bench`` makes it)::
 
     .venv-delta/bin/python benchmarks/bench_apply.py [--rows N] [--changes N] [--runs K]
-        [--row-bytes B]
+        [--row-bytes B] [--keys random|recent]
 """
 
 from __future__ import annotations
@@ -57,16 +57,24 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--row-bytes", type=int, default=200, help="bytes of each row's name (its width)"
     )
+    parser.add_argument(
+        "--keys",
+        choices=("random", "recent"),
+        default="random",
+        help="which rows the changes touch: any, or the newest 5 %% (and inserts past them)",
+    )
     parser.add_argument("--runs", type=int, default=3)
     return parser.parse_args()
 
 
-def changes(spark: Any, rows: int, count: int, run: int) -> Any:
-    """A micro-batch of ``count`` changes to random keys, after run ``run - 1``'s."""
+def changes(spark: Any, rows: int, count: int, run: int, keys: str = "random") -> Any:
+    """A micro-batch of ``count`` changes, after run ``run - 1``'s: to random keys, or to
+    the newest 5 % of the table's (``keys`` ``recent``)."""
     chance = random.Random(run)
+    lowest = 0 if keys == "random" else rows - rows // 20
     made = []
     for seq in range(count):
-        key, kind = chance.randrange(rows + count), chance.random()
+        key, kind = chance.randrange(lowest, rows + count), chance.random()
         lsn = 1_000_000 * run + seq
         if kind < 0.1:
             made.append(("d", (key, None, None), None, "public.t", lsn, 1, None, run, []))
@@ -124,13 +132,14 @@ def main() -> None:
     print(
         f"a table of {args.rows:,} rows of {args.row_bytes} bytes in {files} Delta files; "
         f"micro-batches of "
-        f"{args.changes:,} changes; local[2], pyspark {pyspark.__version__}, {args.runs} runs",
+        f"{args.changes:,} changes to {args.keys} keys; local[2], pyspark "
+        f"{pyspark.__version__}, {args.runs} runs",
         flush=True,
     )
     times: dict[str, list[float]] = {"delta merge": [], "parquet version": [], "rewrite": []}
     added: list[int] = []
     for run in range(1, args.runs + 1):
-        batch = changes(spark, args.rows, args.changes, run).cache()
+        batch = changes(spark, args.rows, args.changes, run, args.keys).cache()
         batch.count()
         times["delta merge"].append(timed(apply_changes, batch, run, delta, KEY))
         metrics = spark.sql(f"DESCRIBE HISTORY {delta.identifier} LIMIT 1").first()

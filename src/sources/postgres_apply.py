@@ -264,7 +264,8 @@ class DeltaTable:
         else:
             rows, on, deletes = self._latest(changes, key, current), key, True
         if current is None:
-            self._create(rows.where(f"{_OP} <> 'd'").drop(_OP, LEFT_OUT) if deletes else rows)
+            created = rows.where(f"{_OP} <> 'd'").drop(_OP, LEFT_OUT) if deletes else rows
+            self._create(created, on)
             log.info("batch %d created %s", batch_id, self.identifier)
             return
         self._evolve(current, rows.drop(_OP, LEFT_OUT).schema, earlier_values(row_type(changes)))
@@ -355,35 +356,25 @@ class DeltaTable:
         spark = rows.sparkSession
         target = self.read(spark)
         assert target is not None
-        columns = target.columns
         marks = [c for c in (_OP, LEFT_OUT) if c in rows.columns]
         source = rows.select(*[_column_as(rows, f) for f in target.schema.fields], *marks)
+        source = source.persist()  # computed once: the merge reads it in two passes
         view = _view_of(source)
-        matched = " AND ".join(f"t.{_quoted(c)} = s.{_quoted(c)}" for c in on)
-        updates = ", ".join(
-            f"t.{_quoted(c)} = {_kept_if_left_out(c) if LEFT_OUT in marks else 's.' + _quoted(c)}"
-            for c in columns
-        )
-        names = ", ".join(_quoted(c) for c in columns)
-        values = ", ".join(f"s.{_quoted(c)}" for c in columns)
-        inserted = f"AND s.{_OP} <> 'd' " if deletes else ""
-        clauses = [f"WHEN MATCHED AND s.{_OP} = 'd' THEN DELETE"] if deletes else []
-        clauses += [
-            f"WHEN MATCHED THEN UPDATE SET {updates}",
-            f"WHEN NOT MATCHED {inserted}THEN INSERT ({names}) VALUES ({values})",
-        ]
         try:
+            kept = _left_out_names(source)
             spark.sql(
-                f"MERGE INTO {self.identifier} AS t USING {view} AS s ON {matched} "
-                + " ".join(clauses)
+                f"MERGE INTO {self.identifier} AS t USING {view} AS s "
+                + _merge_clauses(target.columns, on, deletes, kept)
             )
         finally:
             spark.catalog.dropTempView(view)
+            source.unpersist()
 
-    def _create(self, rows: DataFrame) -> None:
+    def _create(self, rows: DataFrame, key: list[str]) -> None:
         """Create the table holding ``rows``, with deletion vectors: a merge then marks the
-        rows it replaces instead of rewriting their files."""
-        view = _view_of(rows)
+        rows it replaces instead of rewriting their files. Its files hold ranges of the
+        ``key``, so that a merge of keys near one another reads few of them again."""
+        view = _view_of(rows.repartitionByRange(*key).sortWithinPartitions(*key))
         try:
             rows.sparkSession.sql(
                 f"CREATE TABLE {self.identifier} USING delta "
@@ -416,6 +407,33 @@ def _column_as(rows: DataFrame, field: StructField) -> Column:
     """``rows``' column of ``field``'s name cast to its type, or NULL if it has none."""
     value = F.col(field.name) if field.name in rows.columns else F.lit(None)
     return value.cast(field.dataType).alias(field.name)
+
+
+def _left_out_names(source: DataFrame) -> set[str]:
+    """The columns whose values some of ``source``'s rows left out (:data:`LEFT_OUT`)."""
+    if LEFT_OUT not in source.columns:
+        return set()
+    return {row[0] for row in source.select(F.explode(LEFT_OUT)).distinct().collect()}
+
+
+def _merge_clauses(columns: list[str], on: list[str], deletes: bool, kept: set[str]) -> str:
+    """What follows ``MERGE INTO t USING s``: matched ``on``, the rows ``_OP`` marks ``d``
+    deleted if ``deletes``, the others' ``columns`` set from ``s``, those in ``kept`` to
+    the target's value where the change left them out."""
+    matched = " AND ".join(f"t.{_quoted(c)} = s.{_quoted(c)}" for c in on)
+    updates = ", ".join(
+        f"t.{_quoted(c)} = {_kept_if_left_out(c) if c in kept else 's.' + _quoted(c)}"
+        for c in columns
+    )
+    names = ", ".join(_quoted(c) for c in columns)
+    values = ", ".join(f"s.{_quoted(c)}" for c in columns)
+    inserted = f"AND s.{_OP} <> 'd' " if deletes else ""
+    clauses = [f"WHEN MATCHED AND s.{_OP} = 'd' THEN DELETE"] if deletes else []
+    clauses += [
+        f"WHEN MATCHED THEN UPDATE SET {updates}",
+        f"WHEN NOT MATCHED {inserted}THEN INSERT ({names}) VALUES ({values})",
+    ]
+    return f"ON {matched} " + " ".join(clauses)
 
 
 def _kept_if_left_out(column: str) -> str:
