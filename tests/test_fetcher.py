@@ -349,3 +349,17 @@ def test_a_read_moves_pyarrow_off_mimalloc_unless_the_user_chose_the_pool(
 
     expected = {"mimalloc"} if chosen else {"jemalloc", "system"}
     assert backend in expected
+
+
+def test_a_read_on_the_tasks_thread_keeps_pyarrows_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.mimalloc_memory_pool())
+    monkeypatch.delenv(CHOSEN_BY_USER, raising=False)
+    try:
+        settings = FetcherSettings(queue_capacity=0)
+        list(SplitFetcher(NumberSequenceSplitReader, splits((0, 9)), SCHEMA, settings))
+        backend = pa.default_memory_pool().backend_name
+    finally:
+        pa.set_memory_pool(before)
+
+    assert backend == "mimalloc"

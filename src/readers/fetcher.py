@@ -30,6 +30,8 @@ With ``queue_capacity`` 0 there is no fetcher thread: the task's thread runs the
 same loop and hands each batch to Spark as it is ready, reading none ahead. A
 source chooses that when its reads do not wait (``Tuning.read_ahead``): where
 Spark's tasks keep every core busy, a second busy thread per task only costs CPU.
+Only a fetcher thread moves pyarrow's default pool off mimalloc
+(:mod:`readers.memory`): batches freed on the thread that made them need not.
 """
 
 from __future__ import annotations
@@ -152,9 +154,9 @@ class SplitFetcher(Generic[SplitT]):
         self._thread = threading.Thread(target=self._run, name="splitsource-fetcher", daemon=True)
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
-        use_a_pool_for_batches_freed_elsewhere()
         reads_ahead = self._settings.queue_capacity > 0
         if reads_ahead:
+            use_a_pool_for_batches_freed_elsewhere()
             self._thread.start()
         items = self._queued() if reads_ahead else self._items()
         try:
