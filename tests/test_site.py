@@ -136,7 +136,9 @@ def _pages_in(
 def site_path(page: str) -> str:
     """The URL path, from the site's root, of ``docs/<page>``."""
     stem = page.removesuffix(".md")
-    return "" if stem == "index" else f"{stem}/"
+    if stem == "index" or stem.endswith("/index"):  # a folder's index page is the folder
+        return stem.removesuffix("index")
+    return f"{stem}/"
 
 
 class Navigation(HTMLParser):

@@ -149,7 +149,7 @@ class FileEnumeratorStateSerializer(SimpleVersionedSerializer[FileEnumeratorStat
     ``surrogatepass`` does) and their modification times (``n`` int64), all
     numbers little-endian. Sorting, packing and compressing happen in Arrow, not
     in a Python loop over JSON, because the state is written at every checkpoint
-    and holds every file seen within ``maxFileAge`` (measured in docs/performance-streams.md).
+    and holds every file seen within ``maxFileAge`` (measured in benchmarks/history-streams.md).
 
     Version 1 was JSON ``{"pending": [split...], "seen": {path: ms},
     "to_clean": [path...]}`` with every pending split; its pending splits are

@@ -3,7 +3,7 @@
 The fetcher thread allocates every batch a reader decodes, and the task's thread frees
 it once Spark has it. With pyarrow's default pool on Linux, mimalloc, that pattern costs
 a Spark task reading Parquet much more system time than with jemalloc or the system
-allocator (measured in ``docs/performance-files.md``). A read on the task's own thread
+allocator (measured in ``benchmarks/history-files.md``). A read on the task's own thread
 keeps mimalloc: pyarrow's jemalloc hands freed pages back to the system at once, so
 each block of a read faults its memory in again (a JSON Lines read outside Spark: 14 %
 more CPU, ten times the page faults).

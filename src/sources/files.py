@@ -125,7 +125,7 @@ class FileSource(
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
     # Records per batch: the rows a decoder yields at a time (FormatOptions.batch_rows),
     # so batches go on as decoded; Spark takes fewer, larger Arrow batches from Python
-    # faster, most of all in reads of few columns (measured in docs/performance-files.md).
+    # faster, most of all in reads of few columns (measured in benchmarks/history-files.md).
     # maxBytesPerBatch still bounds wide rows. Streams keep the paths already read.
     tuning = Tuning(
         max_partition_bytes=128 << 20,

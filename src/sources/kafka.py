@@ -96,7 +96,7 @@ class KafkaSource(
     name = "kafka"
     supported_boundedness = frozenset({Boundedness.BOUNDED, Boundedness.CONTINUOUS_UNBOUNDED})
     # Kafka's rows are small, and Spark moves fewer, larger Arrow batches from Python to
-    # the JVM faster (measured in docs/performance-streams.md); maxBytesPerBatch still bounds
+    # the JVM faster (measured in benchmarks/history-streams.md); maxBytesPerBatch still bounds
     # batches of large records. A micro-batch's ranges are small: spread over the cores,
     # not a task per partition, since every Python task costs more than Spark's JVM tasks.
     tuning = Tuning(max_partition_bytes=128 << 20, max_records_per_batch=50_000)

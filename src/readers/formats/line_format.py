@@ -289,7 +289,7 @@ def with_block_size(data: bytes, read: Callable[[int], pa.Table]) -> pa.Table:
 
     One block per call, read on one thread, is what a Spark task wants: Spark already runs
     a task per core, and pyarrow's threads over 1 MiB blocks cost more CPU per row
-    (``docs/performance-files.md``).
+    (``benchmarks/history-files.md``).
     """
     first = min(len(data) + 1, _ARROW_BLOCK)
     try:
