@@ -1,8 +1,8 @@
 """What a micro-batch of changes costs a lake table: ``apply_changes`` against a rewrite.
 
 A table of ``--rows`` rows (``id``, ``v``, and a ``name`` of ``--row-bytes``) is kept as
-a Delta Lake table (:class:`~sources.postgres_apply.DeltaTable`, made by its first batch
-as a stream's snapshot would) and as a :class:`~sources.postgres_apply.ParquetTable`.
+a Delta Lake table (:class:`~sources.postgres.apply.DeltaTable`, made by its first batch
+as a stream's snapshot would) and as a :class:`~sources.postgres.apply.ParquetTable`.
 Each run applies one micro-batch of ``--changes`` changes in the stream's envelope
 (updates, inserts and deletes of random keys, one in ten updates leaving ``name`` out as
 a TOASTed value would) to each, and times the anchor: the whole table written once as
@@ -117,7 +117,7 @@ def delta_commits(path: Path) -> list[str]:
 
 def main() -> None:
     args = parse_args()
-    from sources.postgres_apply import DeltaTable, ParquetTable, apply_changes
+    from sources.postgres.apply import DeltaTable, ParquetTable, apply_changes
     from sources.spark import local_session
 
     conf = {"spark.jars": ",".join(str(jar) for jar in delta_jars()), **DELTA_SETTINGS}

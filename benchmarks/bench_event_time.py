@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from bench_kafka import available_now_query, broker_on_loopback
 from helpers.kafka_broker import KafkaBroker
-from sources.kafka import KafkaSource
+from sources.kafka.source import KafkaSource
 from sources.spark import local_session, register
 
 TOPIC = "bench"

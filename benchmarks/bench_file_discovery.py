@@ -50,8 +50,8 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from enumerators.base import EnumeratorContext, ReadMode
-from enumerators.files import FileEnumerator, FileEnumeratorStateSerializer
-from sources.files import FileSource
+from enumerators.files.enumerator import FileEnumerator, FileEnumeratorStateSerializer
+from sources.files.source import FileSource
 from sources.options import parse_options
 from sources.serialization import frame
 

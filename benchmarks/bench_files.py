@@ -56,7 +56,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from interleaving import run_order, settle
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.options import Option
 from sources.spark import local_session, register
 

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from bench_kafka import available_now_query, broker_on_loopback
 from helpers.archives import topic_records
 from helpers.kafka_broker import KafkaBroker
-from sources.files import FileSource
-from sources.hybrid_kafka import ArchiveThenKafkaSource
-from sources.kafka import KafkaSource
+from sources.files.source import FileSource
+from sources.hybrid.archive_then_kafka import ArchiveThenKafkaSource
+from sources.kafka.source import KafkaSource
 from sources.spark import local_session, register
 
 TOPIC = "bench"

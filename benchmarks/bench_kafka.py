@@ -70,7 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from helpers.kafka_broker import KafkaBroker
 from helpers.maven import spark_kafka_jars
 from interleaving import run_order, settle
-from sources.kafka import KafkaSource
+from sources.kafka.source import KafkaSource
 from sources.spark import local_session, register
 
 TOPIC = "bench"

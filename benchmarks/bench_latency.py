@@ -72,8 +72,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers.maven import spark_kafka_jars
 from interleaving import run_order
-from sources.kafka import KafkaSource
-from sources.rate import RateSource
+from sources.kafka.source import KafkaSource
+from sources.rate.source import RateSource
 from sources.spark import local_session, register
 
 READERS = ("spark", "splitsource", "splitsource+state", "floor")

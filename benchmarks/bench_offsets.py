@@ -40,7 +40,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.spark import local_session, register
 
 SCHEMA = "id INT, name STRING"

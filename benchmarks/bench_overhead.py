@@ -38,7 +38,7 @@ from pyspark.sql.types import StructType
 
 from interleaving import run_order, settle
 from readers.fetcher import FetcherSettings
-from sources.numbers import NumberSequenceSource
+from sources.numbers.source import NumberSequenceSource
 from sources.spark import local_session, register
 
 BATCH_ROWS = FetcherSettings().max_records_per_batch

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers.postgres import PostgresServer
 from interleaving import run_order, settle
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
 from sources.spark import local_session, register
 
 READERS = ("splitsource", "sql-floor")

@@ -28,7 +28,7 @@ A third reader, the *floor* (:class:`FloorSource`), makes the same columns and r
 memory in each task (numpy and Arrow, no server) and yields them to Spark as ours does:
 what any Python data source pays to hand these columns to Spark, before reading them
 from anywhere. Like ours, it freezes its worker's garbage collector (``gc.freeze``, see
-``readers/postgres.py``) at its first task; Spark's workers are shared by all three
+``readers/postgres/snapshot.py``) at its first task; Spark's workers are shared by all three
 readers, and a floor that did not would be measured with ours' freeze or without it,
 depending on which read ran first in a worker. Its CPU seconds are printed as ``floor
 python-source cpu`` (``--no-floor`` leaves it out).
@@ -67,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from helpers.maven import postgres_jdbc_jars
 from helpers.postgres import PostgresServer
 from interleaving import run_order, settle
-from sources.postgres import DEFAULT_CHUNK_SIZE, PostgresSource
+from sources.postgres.source import DEFAULT_CHUNK_SIZE, PostgresSource
 from sources.spark import local_session, register
 from sources.testing.faults import descendants
 
@@ -87,7 +87,7 @@ class FloorReader(DataSourceReader):
         return [InputPartition(index) for index in range(self.count)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not gc.get_freeze_count():  # as ours does: see readers/postgres.py
+        if not gc.get_freeze_count():  # as ours does: see readers/postgres/snapshot.py
             gc.freeze()
         share = -(-self.rows // self.count)
         low = partition.value * share + 1

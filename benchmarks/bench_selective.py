@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers.kafka_broker import KafkaBroker
 from helpers.maven import spark_kafka_jars
-from sources.files import FileSource
-from sources.kafka import KafkaSource
+from sources.files.source import FileSource
+from sources.kafka.source import KafkaSource
 from sources.spark import local_session, register
 
 DAYS = 30

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.spark import local_session, register, source_metrics, stop_gracefully
 
 SCHEMA = "order_id BIGINT, customer STRING, amount DECIMAL(10, 2)"

@@ -8,7 +8,7 @@ from sources.spark.extras import default_source
 
 DefaultSource = default_source(
     "splitsource.hybrid",
-    "sources.hybrid_kafka",
+    "sources.hybrid.archive_then_kafka",
     "ArchiveThenKafkaSource",
     {"confluent_kafka"},
     "kafka",

@@ -9,5 +9,5 @@ format fails at ``load()`` saying what to install (:mod:`sources.spark.extras`).
 from sources.spark.extras import default_source
 
 DefaultSource = default_source(
-    "splitsource.kafka", "sources.kafka", "KafkaSource", {"confluent_kafka"}, "kafka"
+    "splitsource.kafka", "sources.kafka.source", "KafkaSource", {"confluent_kafka"}, "kafka"
 )

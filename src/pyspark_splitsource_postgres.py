@@ -11,7 +11,7 @@ from sources.spark.extras import default_source
 
 DefaultSource = default_source(
     "splitsource.postgres",
-    "sources.postgres",
+    "sources.postgres.source",
     "PostgresSource",
     {"psycopg", "adbc_driver_postgresql", "adbc_driver_manager"},
     "postgres",

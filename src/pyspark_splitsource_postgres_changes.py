@@ -11,7 +11,7 @@ from sources.spark.extras import default_source
 
 DefaultSource = default_source(
     "splitsource.postgres_changes",
-    "sources.postgres_changes",
+    "sources.postgres.changes",
     "PostgresChangesSource",
     {"psycopg", "adbc_driver_postgresql", "adbc_driver_manager"},
     "postgres",

@@ -2,7 +2,7 @@
 of every installed top-level module named ``pyspark_*`` when a session first needs a
 Python data source."""
 
-from sources.rate import RateSource
+from sources.rate.source import RateSource
 from sources.spark import data_source_for
 
 DefaultSource = data_source_for(RateSource)

@@ -3,6 +3,6 @@ every installed top-level module named ``pyspark_*`` when a session first needs 
 source."""
 
 from sources.spark import data_source_for
-from sources.sqlite import SqliteTableSource
+from sources.sqlite.source import SqliteTableSource
 
 DefaultSource = data_source_for(SqliteTableSource)

@@ -150,7 +150,7 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     source jars (fetched by Maven on first use). Other runs stay free of Maven; the
     jars themselves add no measurable start-up time (about 10 s either way here).
     """
-    from sources.numbers import NumberSequenceSource
+    from sources.numbers.source import NumberSequenceSource
     from sources.spark import local_session, register
     from sources.testing.stream_job import QUICK_JVM
 
@@ -268,7 +268,7 @@ def topic(kafka_broker: KafkaBroker, request: pytest.FixtureRequest) -> Callable
 @pytest.fixture(scope="session")
 def kafka_spark(spark: SparkSession) -> SparkSession:
     """The test session with splitsource.kafka registered."""
-    from sources.kafka import KafkaSource
+    from sources.kafka.source import KafkaSource
     from sources.spark import register
 
     register(spark, KafkaSource)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from enumerators.base import EnumeratorContext, EventTimeCut, EventTimeIndex
-from enumerators.numbers import number_sequence_enumerator
+from enumerators.numbers.enumerator import number_sequence_enumerator
 from enumerators.runtime.admission import AdmissionLimits, RecordSharing
 from enumerators.runtime.alignment import AlignmentSettings, EventTimeAlignment
 from enumerators.runtime.coordinator import StreamCoordinator
@@ -25,12 +25,12 @@ from helpers.watermark import late_records
 from sources.api import Source
 from sources.capabilities import SupportsEventTime
 from sources.errors import InvalidOptionError
-from sources.kafka import KafkaSource
-from sources.numbers import NumberSequenceSource
+from sources.kafka.source import KafkaSource
+from sources.numbers.source import NumberSequenceSource
+from sources.numbers.splits import NumberSequenceSplit
 from sources.spark.datasource import data_source_for
 from sources.spark.stream_reader import alignment_settings
 from sources.split import SourceSplit
-from sources.splits.numbers import NumberSequenceSplit
 from sources.testing.planning import stream_reader
 
 T0 = 1_767_261_600_000

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.types import LongType, StructField, StructType
 
-from sources.numbers import NumberSequenceSource
+from sources.numbers.source import NumberSequenceSource
+from sources.numbers.splits import NumberSequenceSplit
 from sources.spark.partitions import SplitPartitionReading
-from sources.splits.numbers import NumberSequenceSplit
 from sources.tuning import Tuning
 
 SCHEMA = StructType([StructField("value", LongType(), nullable=False)])

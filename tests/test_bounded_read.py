@@ -139,7 +139,7 @@ def test_works_without_pyspark_python_set(tmp_path: Any) -> None:
     script = textwrap.dedent(
         """
         from pyspark.sql import SparkSession
-        from sources.numbers import NumberSequenceSource
+        from sources.numbers.source import NumberSequenceSource
         from sources.spark import register
         spark = (SparkSession.builder.master("local[1]")
                  .config("spark.driver.host", "127.0.0.1")

@@ -23,7 +23,7 @@ PROBE = textwrap.dedent(
     """
     import json, os
     from sources.spark import local_session, register
-    from sources.numbers import NumberSequenceSource
+    from sources.numbers.source import NumberSequenceSource
     from helpers.probes import WhereAmISource, executor_id_of_this_process
     import helpers.probes
     from pyspark import cloudpickle
@@ -34,7 +34,7 @@ PROBE = textwrap.dedent(
     rows = spark.read.format("splitsource.whereami").option("splits", 8).load().collect()
     numbers = spark.read.format("splitsource.numbers").option("to", 99999).option("splits", 4)
     total = numbers.load().selectExpr("sum(value)").first()[0]
-    from sources.kafka import KafkaSource
+    from sources.kafka.source import KafkaSource
     register(spark, KafkaSource)
     kafka = (spark.read.format("splitsource.kafka")
              .option("kafka.bootstrap.servers", os.environ["TEST_KAFKA_BOOTSTRAP"])

@@ -23,12 +23,12 @@ import test_files_state
 import test_kafka_options
 import test_offsets
 import test_serialization
-from enumerators.rate import RateState
-from sources.files import FileSource
-from sources.kafka import KafkaSource
-from sources.numbers import NumberSequenceSource
-from sources.rate import RateSource
-from sources.splits.rate import RateSplit
+from enumerators.rate.enumerator import RateState
+from sources.files.source import FileSource
+from sources.kafka.source import KafkaSource
+from sources.numbers.source import NumberSequenceSource
+from sources.rate.source import RateSource
+from sources.rate.splits import RateSplit
 from sources.testing.conformance import Case, ConformanceContext, SourceConformanceSuite
 
 if TYPE_CHECKING:

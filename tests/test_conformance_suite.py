@@ -17,14 +17,14 @@ import pytest
 from enumerators.base import EnumeratorContext
 from enumerators.static import StaticSplitEnumerator
 from readers.base import RecordsBySplit, SplitsAddition
-from readers.numbers import NumberSequenceSplitReader
-from readers.rate import RateSplitReader
+from readers.numbers.reader import NumberSequenceSplitReader
+from readers.rate.reader import RateSplitReader
 from sources.errors import CorruptDataError, DataLossError
-from sources.numbers import NumberSequenceSource
-from sources.rate import RateSource
+from sources.numbers.source import NumberSequenceSource
+from sources.numbers.splits import NumberSequenceSplit, NumberSequenceSplitSerializer
+from sources.rate.source import RateSource
+from sources.rate.splits import RateSplit
 from sources.serialization import frame
-from sources.splits.numbers import NumberSequenceSplit, NumberSequenceSplitSerializer
-from sources.splits.rate import RateSplit
 from sources.testing.conformance import Case, SourceConformanceSuite
 from test_conformance import NumbersContext, RateContext
 

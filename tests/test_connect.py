@@ -75,7 +75,7 @@ def test_a_bounded_read_of_numbers(server: ConnectServer) -> None:
     result = server.run(
         """
         from pyspark.sql import functions as F
-        from sources.numbers import NumberSequenceSource
+        from sources.numbers.source import NumberSequenceSource
         from sources.spark import register
 
         register(spark, NumberSequenceSource)
@@ -97,7 +97,7 @@ def test_a_bounded_read_of_files_spreads_over_the_servers_cores(
     result = server.run(
         """
         from pyspark.sql.functions import spark_partition_id
-        from sources.files import FileSource
+        from sources.files.source import FileSource
         from sources.spark import register
 
         register(spark, FileSource)
@@ -113,7 +113,7 @@ def test_a_bounded_read_of_files_spreads_over_the_servers_cores(
 
 
 AVAILABLE_NOW = """
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.spark import register
 
 register(spark, FileSource)
@@ -156,7 +156,7 @@ def test_a_kafka_stream_cancelled_and_restarted_reads_each_record_once(
     result = server.run(
         """
         import time
-        from sources.kafka import KafkaSource
+        from sources.kafka.source import KafkaSource
         from sources.spark import cancel, register
 
         register(spark, KafkaSource)
@@ -202,7 +202,7 @@ def test_the_hybrid_stream_reads_the_archive_then_kafka_once_over_connect(
     assert archive_in_files(kafka_broker, name, tmp_path / "archive", 3) == 400
     kafka_broker.produce(name, [str(n) for n in range(400, 700)])
     script = """
-        from sources.hybrid_kafka import ArchiveThenKafkaSource
+        from sources.hybrid.archive_then_kafka import ArchiveThenKafkaSource
         from sources.spark import register
 
         register(spark, ArchiveThenKafkaSource)
@@ -239,7 +239,7 @@ def test_stop_gracefully_leaves_nothing_to_replay(server: ConnectServer, tmp_pat
     result = server.run(
         """
         import time
-        from sources.rate import RateSource
+        from sources.rate.source import RateSource
         from sources.spark import register, stop_gracefully
 
         register(spark, RateSource)
@@ -269,7 +269,7 @@ def test_a_bad_option_names_the_option_on_the_client(server: ConnectServer) -> N
     """Over Connect, ``load()`` only builds a plan: the error comes with the first action."""
     result = server.run(
         """
-        from sources.numbers import NumberSequenceSource
+        from sources.numbers.source import NumberSequenceSource
         from sources.spark import register
 
         register(spark, NumberSequenceSource)

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from enumerators import CompletedCheckpoint, StaticSplitEnumerator
-from enumerators.rate import RateEnumerator, RateState
+from enumerators.rate.enumerator import RateEnumerator, RateState
 from enumerators.runtime.admission import (
     OFFER_CHUNK,
     Admission,
@@ -30,10 +30,10 @@ from enumerators.runtime.graceful_stop import GracefulStop
 from enumerators.runtime.state_store import StateStore
 from sources import DataLossError, SplitSourceError
 from sources.errors import DiscoveryError
-from sources.numbers import NumberSequenceSource
-from sources.rate import RateSource
-from sources.splits.numbers import NumberSequenceSplit
-from sources.splits.rate import RateSplit
+from sources.numbers.source import NumberSequenceSource
+from sources.numbers.splits import NumberSequenceSplit
+from sources.rate.source import RateSource
+from sources.rate.splits import RateSplit
 
 
 def spark_json(offset: Mapping[str, Any]) -> dict[str, Any]:

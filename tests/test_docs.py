@@ -22,7 +22,7 @@ from pyspark import cloudpickle
 
 from helpers import option_tables, reference_glance
 from helpers.jobs import job_env
-from sources.numbers import NumberSequenceSource
+from sources.numbers.source import NumberSequenceSource
 from sources.spark import register
 from sources.spark.partitions import arrow_schema
 from sources.testing import parse_ddl
@@ -222,7 +222,7 @@ UNACTIVATED = textwrap.dedent(
         spark.read.format("splitsource.files").option("format", "text").load(sys.argv[1])
     except Exception as error:
         print("ERROR " + " ".join(str(error).split()))
-    from sources.files import FileSource
+    from sources.files.source import FileSource
     from sources.spark import register
 
     register(spark, FileSource)

@@ -16,8 +16,8 @@ from enumerators.runtime.alignment import AlignmentSettings
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.driving import logged
 from helpers.watermark import late_records
-from sources.kafka import KafkaSource
-from sources.splits.kafka import KafkaPartitionSplit
+from sources.kafka.source import KafkaSource
+from sources.kafka.splits import KafkaPartitionSplit
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

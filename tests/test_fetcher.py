@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from readers import FetcherSettings, RecordsBySplit, SplitFetcher, SplitReader, SplitsAddition
 from readers.arrow import BatchAssembler
 from readers.memory import CHOSEN_BY_USER
-from readers.numbers import NumberSequenceSplitReader
+from readers.numbers.reader import NumberSequenceSplitReader
 from sources import ReaderError, SchemaMismatchError, SplitSourceError
-from sources.splits.numbers import NumberSequenceSplit
+from sources.numbers.splits import NumberSequenceSplit
 
 SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
 

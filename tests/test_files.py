@@ -15,7 +15,7 @@ from pyspark import cloudpickle
 from pyspark.sql.types import StructType
 
 from helpers.file_parity import files, same_rows
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.spark import register
 from sources.spark.datasource import data_source_for
 

@@ -21,9 +21,9 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from helpers.locked_files import LockedFilesSource
-from readers.formats import FormatOptions, read_range
+from readers.files.formats import FormatOptions, read_range
 from sources.errors import InvalidOptionError
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.options import parse_options
 from sources.spark import register
 from sources.testing.reading import read_all

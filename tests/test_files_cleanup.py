@@ -10,7 +10,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from enumerators.base import CompletedCheckpoint, EnumeratorContext, ReadMode
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.options import parse_options
 
 

@@ -19,16 +19,16 @@ import pytest
 from pyspark.sql import functions as F
 
 from enumerators.base import EnumeratorContext, EventTimeCut, ReadMode
-from enumerators.files import FileEnumerator
+from enumerators.files.enumerator import FileEnumerator
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.driving import logged
 from helpers.watermark import late_records
-from readers.formats import parquet
+from readers.files.formats import parquet
 from sources.errors import InvalidOptionError
-from sources.files import FileSource
+from sources.files.source import FileSource
+from sources.files.splits import FileSplit
 from sources.spark.datasource import data_source_for
 from sources.spark.stream_reader import admission_limits, alignment_settings
-from sources.splits.files import FileSplit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sources.errors import SplitSourceError
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.testing import read_all
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.state_store import StateStore
 from helpers.driving import Run, drive, logged
 from helpers.listing_fs import SHUFFLE, ListingFileSystem
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.options import parse_options
 
 pytestmark = pytest.mark.slow

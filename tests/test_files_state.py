@@ -18,24 +18,24 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from enumerators.base import EnumeratorContext, ReadMode
-from enumerators.file_listing import ListedFile, Listing
-from enumerators.files import (
+from enumerators.files.enumerator import (
     FileEnumerator,
     FileEnumeratorState,
     FileEnumeratorStateSerializer,
     SplitCutter,
 )
+from enumerators.files.listing import ListedFile, Listing
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.offsets import StreamOffset
 from enumerators.runtime.state_store import StateStore
 from helpers.driving import Run, drive, logged
 from helpers.listing_fs import ListingFileSystem
-from sources.files import FileSource
+from sources.files.source import FileSource
+from sources.files.splits import FileSplit
 from sources.options import parse_options
 from sources.serialization import frame, unframe
 from sources.spark.datasource import plan_bounded
-from sources.splits.files import FileSplit
 
 GOLDEN = Path(__file__).parent / "golden"
 DAY = "/golden/in/day=2024-06-01"

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.file_parity import files, same_as_spark, same_text_as_spark, sparks, text_rows
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.spark import register
 
 if TYPE_CHECKING:

@@ -23,17 +23,17 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from enumerators.file_listing import braces_expanded
-from readers.formats import (
+from enumerators.files.listing import braces_expanded
+from readers.files.formats import (
     FormatOptions,
     compression_of,
     infer_schema,
     is_splittable,
     read_range,
 )
-from readers.formats.json_text import starts_a_line_with_a_word
-from readers.formats.lines import LineBlocks, line_feed_ends, peeker, separator_count
-from readers.formats.patterns import strptime_format
+from readers.files.formats.json_text import starts_a_line_with_a_word
+from readers.files.formats.lines import LineBlocks, line_feed_ends, peeker, separator_count
+from readers.files.formats.patterns import strptime_format
 from sources.errors import FileReadError, InvalidOptionError, MalformedRecordError
 
 SCHEMA = pa.schema(
@@ -969,7 +969,7 @@ def test_json_bare_word_check_agrees_with_its_regular_expressions(data: bytes) -
 @given(_LINE_PIECES, st.sampled_from([b"\n", b"|;", b"\r"]), st.integers(1, 9))
 def test_separator_count_counts_as_bytes_count(data: bytes, separator: bytes, step: int) -> None:
     """Whatever the slices one-byte separators are counted in (1 MiB for blocks)."""
-    with patch("readers.formats.lines._COUNTED_BYTES", step):
+    with patch("readers.files.formats.lines._COUNTED_BYTES", step):
         assert separator_count(data, separator) == data.count(separator)
 
 
@@ -1019,7 +1019,7 @@ def test_a_file_read_with_a_look_ahead_is_cut_into_its_own_reads(
     blocks = LineBlocks(
         read, 0, len(data), None, chunk_bytes, "t", separator=encoded, peek=peeker(file)
     )
-    with patch("readers.formats.lines._PEEK_BYTES", window):
+    with patch("readers.files.formats.lines._PEEK_BYTES", window):
         datas = [block.data for block in blocks]
     assert b"".join(datas) == data
     assert all(any(block is chunk for chunk in reads) for block in datas)

@@ -22,8 +22,8 @@ from hypothesis.strategies import SearchStrategy
 
 import test_serialization
 from enumerators.base import CompletedCheckpoint, EnumeratorContext, ReadMode
-from enumerators.hybrid import HybridState, HybridStateSerializer
-from enumerators.numbers import NumberSequenceStateSerializer
+from enumerators.hybrid.enumerator import HybridState, HybridStateSerializer
+from enumerators.numbers.enumerator import NumberSequenceStateSerializer
 from helpers.hybrids import NumbersThenRate, NumbersTwice, RateFirst, run_available_now
 from sources.errors import (
     CorruptFileError,
@@ -31,14 +31,14 @@ from sources.errors import (
     SchemaMismatchError,
     SplitSourceError,
 )
-from sources.files import FileSource
-from sources.hybrid import HybridSource, HybridStage
-from sources.numbers import NumberSequenceSource
+from sources.files.source import FileSource
+from sources.hybrid.source import HybridSource, HybridStage
+from sources.hybrid.splits import HybridSplit, HybridSplitSerializer
+from sources.numbers.source import NumberSequenceSource
+from sources.numbers.splits import NumberSequenceSplit, NumberSequenceSplitSerializer
 from sources.serialization import frame, unframe
 from sources.spark import register
 from sources.spark.datasource import data_source_for
-from sources.splits.hybrid import HybridSplit, HybridSplitSerializer
-from sources.splits.numbers import NumberSequenceSplit, NumberSequenceSplitSerializer
 from sources.testing import read_all
 from sources.testing.planning import logged, next_batch, partition_splits, stream_reader
 from sources.testing.streams import last_batch, wait_for

@@ -21,23 +21,23 @@ import pytest
 from pyspark.sql import functions as F
 
 from enumerators.base import EnumeratorContext, ReadMode
-from enumerators.files import FileEnumeratorState, FileEnumeratorStateSerializer
-from enumerators.hybrid import HybridState, HybridStateSerializer
-from enumerators.hybrid_kafka import archive_ends
-from enumerators.kafka import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
+from enumerators.files.enumerator import FileEnumeratorState, FileEnumeratorStateSerializer
+from enumerators.hybrid.archive_then_kafka import archive_ends
+from enumerators.hybrid.enumerator import HybridState, HybridStateSerializer
+from enumerators.kafka.enumerator import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
 from enumerators.runtime.admission import RecordSharing
 from helpers.archives import archive, archive_in_files, topic_records
 from helpers.hybrids import run_available_now
-from readers.formats.parquet import ParquetFormat
+from readers.files.formats.parquet import ParquetFormat
 from sources.errors import InvalidOptionError
-from sources.files import FileSource
-from sources.hybrid_kafka import ArchiveThenKafkaSource
+from sources.files.source import FileSource
+from sources.files.splits import FileSplit
+from sources.hybrid.archive_then_kafka import ArchiveThenKafkaSource
+from sources.kafka.splits import KafkaPartitionSplit
 from sources.serialization import frame, unframe
 from sources.spark.datasource import data_source_for, plan_bounded
 from sources.spark.metrics import source_metrics
 from sources.spark.prometheus import PrometheusListener
-from sources.splits.files import FileSplit
-from sources.splits.kafka import KafkaPartitionSplit
 from sources.testing.planning import logged, next_batch, partition_splits, stream_reader
 
 if TYPE_CHECKING:

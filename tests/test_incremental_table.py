@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from enumerators import EnumeratorContext, ReadMode
-from enumerators.incremental_table import (
+from enumerators.incremental_table.enumerator import (
     MAX_UNSETTLED,
     IncrementalTableEnumerator,
     IncrementalTableState,
@@ -23,10 +23,10 @@ from enumerators.incremental_table import (
 )
 from readers import RecordsBySplit, SplitsAddition
 from sources.errors import CorruptDataError, InvalidOptionError
+from sources.incremental_table.splits import KeyRangeSplit, KeyRangeSplitSerializer
 from sources.serialization import frame, unframe
 from sources.spark import register, stop_gracefully
-from sources.splits.incremental_table import KeyRangeSplit, KeyRangeSplitSerializer
-from sources.sqlite import SqliteTableSource
+from sources.sqlite.source import SqliteTableSource
 from sources.testing import read_all
 
 if TYPE_CHECKING:

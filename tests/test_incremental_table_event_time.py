@@ -20,10 +20,10 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.driving import logged
 from helpers.watermark import late_records
 from sources.errors import InvalidOptionError
+from sources.incremental_table.splits import KeyRangeSplit
 from sources.spark import register, source_metrics
 from sources.spark.datasource import data_source_for
-from sources.splits.incremental_table import KeyRangeSplit
-from sources.sqlite import SqliteTableSource
+from sources.sqlite.source import SqliteTableSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

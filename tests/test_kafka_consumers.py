@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from helpers.kafka_queries import numbered
-from readers.kafka_consumers import CONSUMERS
-from sources.splits.kafka import KafkaPartitionSplit
+from readers.kafka.consumers import CONSUMERS
+from sources.kafka.splits import KafkaPartitionSplit
 from test_kafka_reader import read_all, reader_for
 
 if TYPE_CHECKING:

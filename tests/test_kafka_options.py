@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from enumerators.base import ReadMode
-from enumerators.kafka import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
+from enumerators.kafka.enumerator import KafkaEnumeratorState, KafkaEnumeratorStateSerializer
 from enumerators.runtime.admission import AdmissionLimits, RecordSharing
-from readers.kafka import _TUNING
+from readers.kafka.reader import _TUNING
 from sources.errors import InvalidOptionError
-from sources.kafka import KafkaSource
+from sources.kafka.source import KafkaSource
+from sources.kafka.splits import KafkaPartitionSplit, KafkaPartitionSplitSerializer
 from sources.serialization import frame, unframe
 from sources.spark.datasource import data_source_for
-from sources.splits.kafka import KafkaPartitionSplit, KafkaPartitionSplitSerializer
 from sources.testing.planning import stream_reader
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 
 from readers.base import SplitsAddition
-from sources.kafka import KafkaSource
-from sources.splits.kafka import KafkaPartitionSplit
+from sources.kafka.source import KafkaSource
+from sources.kafka.splits import KafkaPartitionSplit
 
 if TYPE_CHECKING:
     from helpers.kafka_broker import KafkaBroker
-    from readers.kafka import KafkaSplitReader
+    from readers.kafka.reader import KafkaSplitReader
 
 pytestmark = pytest.mark.kafka
 
@@ -140,7 +140,7 @@ def test_records_that_never_arrive_are_an_outage_after_the_poll_timeout(
 def test_batch_offsets_are_the_messages_offsets_with_or_without_gaps(offsets: list[int]) -> None:
     from confluent_kafka import Message
 
-    from readers.kafka import _offsets
+    from readers.kafka.reader import _offsets
 
     messages = [Message(topic="t", partition=0, offset=offset) for offset in offsets]
     assert _offsets(messages).tolist() == offsets

@@ -14,7 +14,7 @@ import pytest
 
 from enumerators.runtime.admission import fair_shares
 from sources.filters import EqualTo, GreaterThanOrEqual, LessThan
-from sources.kafka import KafkaSource
+from sources.kafka.source import KafkaSource
 from sources.spark import source_metrics
 from sources.spark.datasource import plan_bounded
 

@@ -17,14 +17,14 @@ import pyarrow as pa
 import pytest
 
 from enumerators import EnumeratorContext
-from enumerators.incremental_table import (
+from enumerators.incremental_table.enumerator import (
     IncrementalTableEnumerator,
     IncrementalTableState,
 )
 from readers.base import RecordsBySplit
-from readers.numbers import NumberSequenceSplitReader
-from sources.numbers import NumberSequenceSource
-from sources.sqlite import SqliteTableSource
+from readers.numbers.reader import NumberSequenceSplitReader
+from sources.numbers.source import NumberSequenceSource
+from sources.sqlite.source import SqliteTableSource
 from sources.testing import read_all
 from sources.testing.cases import Contract, check_exactly_once, stream_test_options
 from sources.testing.context import ConformanceContext

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pytest
 
 from readers import RecordsBySplit
-from readers.incremental_table import IncrementalTableReader
+from readers.incremental_table.reader import IncrementalTableReader
 from sources import SourceUnavailableError
-from sources.sqlite import SqliteTableSource
+from sources.sqlite.source import SqliteTableSource
 from sources.testing.cases import stream_test_options
 from sources.testing.context import ConformanceContext
 from sources.testing.outages import check_outage

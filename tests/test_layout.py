@@ -7,10 +7,13 @@ a cycle hidden there is still a cycle a reader of the code must untangle.
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).parent.parent / "src"
 PACKAGES = ("sources", "enumerators", "readers")
@@ -119,11 +122,79 @@ def test_split_modules_import_only_the_author_api() -> None:
     offending = [
         f"{module} imports {target}"
         for module, edges in graph.items()
-        if module.startswith("sources.splits.")
+        if module.startswith("sources.") and module.endswith(".splits")
         for target in edges
         if target not in allowed
     ]
     assert offending == []
+
+
+def connectors() -> list[str]:
+    """The connectors: the folders of ``sources`` other than the framework's own."""
+    framework = {"spark", "testing"}
+    return sorted(
+        path.parent.name
+        for path in (SRC / "sources").glob("*/__init__.py")
+        if path.parent.name not in framework
+    )
+
+
+def test_each_connector_is_a_folder_in_each_layer_it_has_code_in() -> None:
+    assert {"files", "kafka", "hybrid", "postgres"} <= set(connectors())
+    offending = [
+        str(path.relative_to(SRC))
+        for package in PACKAGES
+        for path in (SRC / package).glob("*.py")
+        for connector in connectors()
+        if path.stem == connector or path.stem.startswith(f"{connector}_")
+    ]
+    assert offending == []
+
+
+def _runtime_imports(tree: ast.Module) -> Iterator[str]:
+    """The modules a module imports when it runs (not under ``if TYPE_CHECKING``)."""
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            yield node.module or ""
+
+
+def _checked_names(tree: ast.Module) -> dict[str, str]:
+    """Name → module of the imports under ``if TYPE_CHECKING``."""
+    return {
+        alias.asname or alias.name: node.module or ""
+        for block in tree.body
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+def test_a_connector_package_imports_its_modules_only_when_a_name_is_asked_for() -> None:
+    # An executor unpickling a reader imports the reader's module first; a package that
+    # imported its Source as it loaded would import that reader module back, half made.
+    allowed = {"__future__", "typing", "sources.exports"}
+    offending = {
+        connector: sorted(set(_runtime_imports(tree)) - allowed)
+        for connector in connectors()
+        if (tree := ast.parse((SRC / "sources" / connector / "__init__.py").read_text()))
+        and set(_runtime_imports(tree)) - allowed
+    }
+    assert offending == {}
+
+
+def test_a_connector_package_gives_each_public_name_of_its_modules() -> None:
+    for connector in connectors():
+        package = importlib.import_module(f"sources.{connector}")
+        tree = ast.parse((SRC / "sources" / connector / "__init__.py").read_text())
+        names = _checked_names(tree)
+        assert names, f"sources.{connector} names no public name"
+        for name, module in names.items():
+            assert getattr(package, name) is getattr(importlib.import_module(module), name)
+        with pytest.raises(AttributeError, match=f"sources.{connector}' has no attribute"):
+            _ = package.NoSuchName
 
 
 def test_no_module_imports_inside_a_function() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from enumerators.rate import RateState, RateStateSerializer
+from enumerators.rate.enumerator import RateState, RateStateSerializer
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from enumerators.runtime.offsets import SplitProgress, StreamOffset, split_deriver
@@ -19,12 +19,12 @@ from enumerators.runtime.state_store import StateStore
 from helpers.driving import logged
 from sources import CorruptDataError, NewerVersionError, SplitSourceError, StateStoreError
 from sources.capabilities import SupportsDerivedSplits
-from sources.kafka import KafkaSource
-from sources.numbers import NumberSequenceSource
+from sources.kafka.source import KafkaSource
+from sources.kafka.splits import KafkaPartitionSplit
+from sources.numbers.source import NumberSequenceSource
+from sources.numbers.splits import NumberSequenceSplit
+from sources.rate.splits import RateSplit, RateSplitSerializer
 from sources.serialization import frame, unframe
-from sources.splits.kafka import KafkaPartitionSplit
-from sources.splits.numbers import NumberSequenceSplit
-from sources.splits.rate import RateSplit, RateSplitSerializer
 
 GOLDEN = Path(__file__).parent / "golden"
 

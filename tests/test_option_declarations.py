@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from enumerators.kafka import KafkaEnumeratorConfig
-from enumerators.kafka_admin import OffsetFetchRetries
+from enumerators.kafka.admin import OffsetFetchRetries
+from enumerators.kafka.enumerator import KafkaEnumeratorConfig
 from enumerators.runtime.admission import AdmissionLimits, RecordSharing
 from helpers import option_tables
-from readers.formats import FormatOptions
-from readers.kafka import KafkaReaderConfig
-from sources.file_format_options import format_options_from
-from sources.files import FileSource
+from readers.files.formats import FormatOptions
+from readers.kafka.reader import KafkaReaderConfig
+from sources.files.format_options import format_options_from
+from sources.files.source import FileSource
 from sources.framework_options import STREAM_OPTIONS, stream_options_of
-from sources.kafka import KafkaSource, KafkaSourceConfig
+from sources.kafka.source import KafkaSource, KafkaSourceConfig
 from sources.options import Option, parse_options
 from sources.spark.stream_reader import admission_limits
 

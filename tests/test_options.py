@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sources.errors import InvalidOptionError
-from sources.numbers import NumberSequenceSource
+from sources.numbers.source import NumberSequenceSource
 from sources.options import Option, filled_config, parse_options
 
 SOURCE = "splitsource.test"

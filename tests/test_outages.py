@@ -11,16 +11,16 @@ import pyarrow as pa
 import pytest
 
 from enumerators import CompletedCheckpoint, EnumeratorContext, StaticSplitEnumerator
-from enumerators.rate import RateEnumerator
+from enumerators.rate.enumerator import RateEnumerator
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from readers import FetcherSettings, RecordsBySplit, SplitFetcher
-from readers.numbers import NumberSequenceSplitReader
+from readers.numbers.reader import NumberSequenceSplitReader
 from sources import SourceUnavailableError
-from sources.numbers import NumberSequenceSource
+from sources.numbers.source import NumberSequenceSource
+from sources.numbers.splits import NumberSequenceSplit
 from sources.outages import OutageWatch
-from sources.splits.numbers import NumberSequenceSplit
-from sources.splits.rate import RateSplit
+from sources.rate.splits import RateSplit
 from test_coordinator import SparkDriver, _RateWith, spark_json
 
 SCHEMA = pa.schema([pa.field("value", pa.int64(), nullable=False)])
@@ -296,10 +296,10 @@ class _BrokerGoingDown:
 def test_a_latest_offset_of_minus_1001_is_an_outage_not_a_rewound_partition(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from enumerators.kafka_admin import KafkaAdmin, OffsetFetchRetries
-    from sources.kafka_config import KafkaClientConfig
+    from enumerators.kafka.admin import KafkaAdmin, OffsetFetchRetries
+    from sources.kafka.config import KafkaClientConfig
 
-    monkeypatch.setattr("enumerators.kafka_admin._RETRY_DEADLINE", 0.0)
+    monkeypatch.setattr("enumerators.kafka.admin._RETRY_DEADLINE", 0.0)
     kafka = KafkaClientConfig({"bootstrap.servers": "127.0.0.1:9"})
     admin = KafkaAdmin(kafka, OffsetFetchRetries(num_retries=0, retry_interval_ms=0), "k")
     admin._client = _BrokerGoingDown()  # type: ignore[assignment]

@@ -42,7 +42,7 @@ class HybridStream:
 
     def __init__(self, spark: SparkSession, broker: KafkaBroker, name: str, root: Path) -> None:
         from helpers.archives import archive_in_files
-        from sources.hybrid_kafka import ArchiveThenKafkaSource
+        from sources.hybrid.archive_then_kafka import ArchiveThenKafkaSource
         from sources.spark import register
 
         register(spark, ArchiveThenKafkaSource)

@@ -17,7 +17,7 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres_writer import ROWS, Writer, make_items, rebuild_items
 from readers.fetcher import FetcherSettings, SplitFetcher
 from sources.outages import OutageWatch
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
 from sources.spark import register
 from sources.spark.metrics import source_metrics
 from sources.spark.partitions import arrow_schema

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from helpers.postgres import PostgresServer
-from readers.pgoutput import UNCHANGED, PgoutputDecoder
-from sources.postgres_slot import advance_slot, create_slot, lsn_number, peek_changes
+from readers.postgres.pgoutput import UNCHANGED, PgoutputDecoder
+from sources.postgres.slot import advance_slot, create_slot, lsn_number, peek_changes
 
 
 def test_inserts_updates_deletes_and_truncates_arrive_in_order_with_their_rows(

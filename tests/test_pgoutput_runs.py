@@ -12,11 +12,11 @@ import pytest
 
 from readers import postgres_log
 from readers.base import SplitsAddition
-from readers.pgoutput import UNCHANGED, PgoutputDecoder
-from readers.postgres_envelope import envelope_ddl
-from readers.postgres_log import ChunkFilter, LogReader, TableChunks
+from readers.postgres.envelope import envelope_ddl
+from readers.postgres.log import ChunkFilter, LogReader, TableChunks
+from readers.postgres.pgoutput import UNCHANGED, PgoutputDecoder
+from sources.postgres.splits import LogSplit, TransactionSnapshot
 from sources.spark.partitions import arrow_schema
-from sources.splits.postgres import LogSplit, TransactionSnapshot
 from sources.testing import parse_ddl
 
 Value = str | None | object

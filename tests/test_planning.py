@@ -19,13 +19,13 @@ from hypothesis.stateful import (
 )
 
 from enumerators.base import EnumeratorContext, ReadMode, SplitEnumerator
-from sources.files import FileSource
-from sources.numbers import NumberSequenceSource
+from sources.files.source import FileSource
+from sources.numbers.source import NumberSequenceSource
+from sources.numbers.splits import NumberSequenceSplit
 from sources.options import parse_options
 from sources.serialization import frame, unframe
 from sources.spark.partitions import pack, pack_for_cores
 from sources.split import UNKNOWN_SPLIT_BYTES
-from sources.splits.numbers import NumberSequenceSplit
 
 LONG_MIN = -(1 << 63)
 LONG_MAX = (1 << 63) - 1

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from sources.postgres_apply import ChangeTarget, DeltaTable, ParquetTable, apply_changes
+from sources.postgres.apply import ChangeTarget, DeltaTable, ParquetTable, apply_changes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

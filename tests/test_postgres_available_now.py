@@ -13,7 +13,7 @@ from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import make_items, rebuild_items
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
 from test_postgres_changes import options, read_batch, spark_json
 
 ROWS = 900

@@ -15,17 +15,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from enumerators.postgres_stream import PostgresStreamState, PostgresStreamStateSerializer
+from enumerators.postgres.stream import PostgresStreamState, PostgresStreamStateSerializer
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import ROWS, Writer, make_items
 from readers.base import SplitsAddition
 from sources.errors import InvalidOptionError
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
+from sources.postgres.splits import TableChunkSplit
 from sources.serialization import frame, unframe
 from sources.spark.partitions import arrow_schema
-from sources.splits.postgres import TableChunkSplit
 from sources.testing import parse_ddl
 
 

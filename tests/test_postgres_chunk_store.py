@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from readers.postgres_chunk_store import ChunkCopy, ChunkStore
-from sources.splits.postgres import TransactionSnapshot
+from readers.postgres.chunk_store import ChunkCopy, ChunkStore
+from sources.postgres.splits import TransactionSnapshot
 
 
 def copy_of(rows: list[int], snapshot: str = "700:710:705", high: int = 123) -> ChunkCopy:

@@ -23,11 +23,11 @@ import test_postgres_changes as changes_test
 import test_postgres_source as base
 import test_postgres_startup as startup_test
 import test_postgres_stream_chunks as chunks_test
-from enumerators.postgres_stream import PostgresStreamState
+from enumerators.postgres.stream import PostgresStreamState
 from helpers.postgres import PostgresServer
-from sources.postgres import PostgresSource
-from sources.postgres_changes import PostgresChangesSource
-from sources.splits.postgres import LogSplit, PostgresStreamSplit, TableChunkSplit
+from sources.postgres.changes import PostgresChangesSource
+from sources.postgres.source import PostgresSource
+from sources.postgres.splits import LogSplit, PostgresStreamSplit, TableChunkSplit
 from sources.testing.conformance import Case, ConformanceContext, SourceConformanceSuite
 
 if TYPE_CHECKING:

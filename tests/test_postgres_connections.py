@@ -11,9 +11,9 @@ import pyarrow as pa
 from enumerators.base import EnumeratorContext, ReadMode
 from helpers.postgres import PostgresServer
 from readers.base import SplitsAddition
-from readers.postgres_connections import CONNECTIONS, ConnectionPool
-from sources.postgres import PostgresSource
-from sources.postgres_connection import PostgresConnection
+from readers.postgres.connections import CONNECTIONS, ConnectionPool
+from sources.postgres.connection import PostgresConnection
+from sources.postgres.source import PostgresSource
 from sources.testing import read_all
 
 

@@ -8,10 +8,10 @@ from typing import Any
 import pyarrow as pa
 
 from helpers.postgres import PostgresServer
-from readers.pgoutput import PgoutputDecoder
-from readers.postgres_envelope import change_batch, envelope_ddl, snapshot_batch
-from sources.postgres import PostgresSource
-from sources.postgres_slot import create_slot, lsn_number, peek_changes
+from readers.postgres.envelope import change_batch, envelope_ddl, snapshot_batch
+from readers.postgres.pgoutput import PgoutputDecoder
+from sources.postgres.slot import create_slot, lsn_number, peek_changes
+from sources.postgres.source import PostgresSource
 from sources.spark.partitions import arrow_schema
 from sources.testing import parse_ddl, read_all
 

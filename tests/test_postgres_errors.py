@@ -13,7 +13,7 @@ import pytest
 from enumerators.base import EnumeratorContext, ReadMode
 from helpers.postgres import PostgresServer
 from sources.errors import DataLossError, InvalidOptionError
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
 from sources.spark import register
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import pytest
 
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import ROWS, Writer, rebuild_items
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
 from sources.testing.cases import mid_batch, wait_for_job
 from sources.testing.jobs import Job, job_settings
 from sources.testing.streams import last_batch

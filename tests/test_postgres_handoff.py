@@ -20,10 +20,10 @@ from enumerators.base import EnumeratorContext, ReadMode
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import ROWS, Writer
 from readers.base import SplitsAddition
-from readers.pgoutput import UNCHANGED, Change, PgoutputDecoder
-from sources.postgres import PostgresSource
-from sources.postgres_slot import create_slot, lsn_number, peek_changes
-from sources.splits.postgres import TableChunkSplit, TransactionSnapshot, widen_xid
+from readers.postgres.pgoutput import UNCHANGED, Change, PgoutputDecoder
+from sources.postgres.slot import create_slot, lsn_number, peek_changes
+from sources.postgres.source import PostgresSource
+from sources.postgres.splits import TableChunkSplit, TransactionSnapshot, widen_xid
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.int64(), False)])
 

@@ -7,8 +7,8 @@ import threading
 import time
 
 from helpers.postgres import PostgresServer
-from readers.pgoutput import PgoutputDecoder
-from sources.postgres_slot import advance_slot, create_slot, peek_changes, readable_end
+from readers.postgres.pgoutput import PgoutputDecoder
+from sources.postgres.slot import advance_slot, create_slot, peek_changes, readable_end
 
 
 def test_batches_ending_at_readable_ends_give_each_transaction_once(

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from enumerators.postgres_log_cap import whole_transactions
+from enumerators.postgres.log_cap import whole_transactions
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import make_items
-from sources.postgres_changes import PostgresChangesSource
-from sources.postgres_slot import CommittedTransaction
+from sources.postgres.changes import PostgresChangesSource
+from sources.postgres.slot import CommittedTransaction
 from sources.spark import source_metrics
 from test_postgres_changes import options, read_batch, spark_json
 

@@ -1,5 +1,5 @@
 """The log's values equal the snapshot's: the same rows read by a chunk (ADBC) and decoded from
-the slot (pgoutput text, converted by readers.postgres_text) give the same Arrow values."""
+the slot (pgoutput text, converted by readers.postgres.text) give the same Arrow values."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 from helpers.postgres import PostgresServer
-from readers.pgoutput import PgoutputDecoder
-from readers.postgres_text import SESSION_SETTINGS, array_from_text, parse_array_literal
-from sources.postgres import PostgresSource
-from sources.postgres_slot import create_slot, lsn_number, peek_changes
+from readers.postgres.pgoutput import PgoutputDecoder
+from readers.postgres.text import SESSION_SETTINGS, array_from_text, parse_array_literal
+from sources.postgres.slot import create_slot, lsn_number, peek_changes
+from sources.postgres.source import PostgresSource
 from sources.spark.partitions import arrow_schema
 from sources.testing import parse_ddl, read_all
 

@@ -16,7 +16,7 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import make_items
 from sources.errors import DataLossError
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
 from sources.spark import source_metrics
 from test_postgres_changes import options, read_batch, spark_json
 from test_postgres_startup import stream_options
@@ -105,7 +105,7 @@ def test_a_lost_slot_is_made_again_when_fail_on_data_loss_is_false_and_the_gap_i
         with postgres.connect(postgres_database) as db:
             db.execute("SELECT pg_drop_replication_slot('to_the_lake')")
             db.execute("INSERT INTO items VALUES (200, 1)")  # no slot holds it: lost
-        with caplog.at_level(logging.WARNING, logger="enumerators.postgres_stream"):
+        with caplog.at_level(logging.WARNING, logger="enumerators.postgres.stream"):
             at = batch(at)
         with postgres.connect(postgres_database) as db:
             db.execute("INSERT INTO items VALUES (300, 1)")

@@ -16,7 +16,7 @@ from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
 from sources.errors import SchemaChangedError, SchemaMismatchError
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
 from sources.testing import parse_ddl
 from test_postgres_changes import options, read_batch
 

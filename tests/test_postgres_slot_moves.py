@@ -13,8 +13,8 @@ from typing import Any
 from enumerators.runtime.admission import AdmissionLimits
 from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
-from sources.postgres_changes import PostgresChangesSource
-from sources.postgres_slot import lsn_number
+from sources.postgres.changes import PostgresChangesSource
+from sources.postgres.slot import lsn_number
 from test_postgres_changes import options, read_batch
 
 

@@ -16,14 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from enumerators.base import EnumeratorContext, ReadMode
-from enumerators.postgres import PostgresSnapshotStateSerializer
+from enumerators.postgres.chunks import PostgresSnapshotStateSerializer
 from helpers.postgres import PostgresServer
 from readers.base import SplitsAddition
 from sources.errors import InvalidOptionError
-from sources.postgres import PostgresSource
+from sources.postgres.source import PostgresSource
+from sources.postgres.splits import TableChunkSplit, TableChunkSplitSerializer
 from sources.serialization import frame, unframe
 from sources.spark import register
-from sources.splits.postgres import TableChunkSplit, TableChunkSplitSerializer
 from sources.testing import read_all
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import pytest
 
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import ROWS, Writer, rebuild_items
-from sources.postgres import PostgresSource
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
+from sources.postgres.source import PostgresSource
 from sources.spark import register
 from sources.spark.metrics import source_metrics
 
@@ -87,7 +87,7 @@ def test_spark_read_equals_spark_read_jdbc_row_for_row(
             "preferTimestampNTZ": "true",  # timestamp without time zone as ours reads it
         },
     )
-    # Where the two differ, by design (sources/postgres_catalog.py): ours declares NOT NULL
+    # Where the two differ, by design (sources/postgres/catalog.py): ours declares NOT NULL
     # columns so, and reads time as its text where Spark's reads a timestamp on 1970-01-01.
     differences = {"clock": ("string", "timestamp_ntz")}
     for mine, theirs in zip(ours.schema.fields, jdbc.schema.fields, strict=True):

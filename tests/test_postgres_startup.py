@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from enumerators.postgres_additions import TableAddition
-from enumerators.postgres_stream import (
+from enumerators.postgres.additions import TableAddition
+from enumerators.postgres.stream import (
     STARTUP_MODES,
     PostgresStreamState,
     PostgresStreamStateSerializer,
@@ -24,7 +24,7 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import make_items
 from sources.errors import InvalidOptionError
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
 from sources.serialization import frame, unframe
 from sources.spark import source_metrics
 from test_postgres_changes import GOLDEN_STATE, options, read_batch, spark_json

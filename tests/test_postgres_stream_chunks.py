@@ -13,21 +13,21 @@ from hypothesis import strategies as st
 
 from helpers.postgres import PostgresServer
 from readers.base import SplitsAddition
-from readers.postgres import ChunkQuery
-from readers.postgres_chunk_store import ChunkStore
-from readers.postgres_connections import CONNECTIONS
-from readers.postgres_envelope import envelope_ddl
-from readers.postgres_stream import StreamChunkReader
-from sources.postgres_connection import PostgresConnection
-from sources.postgres_slot import create_slot
-from sources.serialization import frame, unframe
-from sources.spark.partitions import arrow_schema
-from sources.splits.postgres import (
+from readers.postgres.chunk_store import ChunkStore
+from readers.postgres.connections import CONNECTIONS
+from readers.postgres.envelope import envelope_ddl
+from readers.postgres.snapshot import ChunkQuery
+from readers.postgres.stream import StreamChunkReader
+from sources.postgres.connection import PostgresConnection
+from sources.postgres.slot import create_slot
+from sources.postgres.splits import (
     LogSplit,
     PostgresStreamSplitSerializer,
     StreamChunkSplit,
     TableChunkSplit,
 )
+from sources.serialization import frame, unframe
+from sources.spark.partitions import arrow_schema
 from sources.testing import parse_ddl
 
 GOLDEN = Path(__file__).parent / "golden"

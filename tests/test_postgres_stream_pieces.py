@@ -14,17 +14,17 @@ import pytest
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import ROWS, Writer
 from readers.base import SplitReader, SplitsAddition
-from readers.postgres import ChunkQuery
-from readers.postgres_chunk_store import ChunkStore
-from readers.postgres_connections import CONNECTIONS
-from readers.postgres_envelope import envelope_ddl
-from readers.postgres_log import ChunkFilter, LogReader
-from readers.postgres_stream import StreamChunkReader
+from readers.postgres.chunk_store import ChunkStore
+from readers.postgres.connections import CONNECTIONS
+from readers.postgres.envelope import envelope_ddl
+from readers.postgres.log import ChunkFilter, LogReader
+from readers.postgres.snapshot import ChunkQuery
+from readers.postgres.stream import StreamChunkReader
 from sources.errors import DataLossError
-from sources.postgres_connection import PostgresConnection
-from sources.postgres_slot import advance_slot, create_slot, readable_end
+from sources.postgres.connection import PostgresConnection
+from sources.postgres.slot import advance_slot, create_slot, readable_end
+from sources.postgres.splits import LogSplit, StreamChunkSplit, TableChunkSplit
 from sources.spark.partitions import arrow_schema
-from sources.splits.postgres import LogSplit, StreamChunkSplit, TableChunkSplit
 from sources.testing import parse_ddl
 
 SCHEMA = arrow_schema(parse_ddl(envelope_ddl("`id` bigint NOT NULL, `v` bigint NOT NULL")))

@@ -17,7 +17,7 @@ from enumerators.runtime.coordinator import StreamCoordinator
 from helpers.postgres import PostgresServer
 from helpers.postgres_writer import ROWS, Writer, rebuild_items
 from sources.errors import InvalidOptionError
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
 from test_postgres_changes import options, read_batch, spark_json
 
 ORDER_TABLES = ("orders", "order_lines")
@@ -158,7 +158,7 @@ def test_a_table_created_later_that_matches_is_reported_then_captured_at_restart
         writers.append(Writer(postgres, postgres_database, table="shop.order_notes"))
         writers[1].start()
         driver = StreamCoordinator(source, AdmissionLimits())
-        with caplog.at_level(logging.WARNING, logger="enumerators.postgres_stream"):
+        with caplog.at_level(logging.WARNING, logger="enumerators.postgres.stream"):
             driver.latest_offset(start, limited=True)
         metrics = driver.report()["metrics"]  # type: ignore[index]
         driver.close()

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.file_parity import files, same_as_spark, sparks
-from readers.formats.statistics import row_group_may_match
+from readers.files.formats.statistics import row_group_may_match
 from sources.filters import (
     EqualNullSafe,
     EqualTo,

@@ -25,10 +25,10 @@ from enumerators import RecordIndex, RecordsFound, RecordsWanted, StaticSplitEnu
 from enumerators.runtime.admission import fair_shares, proportional_shares
 from enumerators.runtime.record_cap import IndexedRange, RecordCap
 from sources.errors import SplitSourceError
+from sources.numbers.splits import NumberSequenceSplit
 from sources.options import Option
 from sources.spark import register
-from sources.splits.numbers import NumberSequenceSplit
-from sources.sqlite import SqliteTableSource
+from sources.sqlite.source import SqliteTableSource
 from sources.testing.planning import logged, read_partitions, stream_reader
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ FRESH_PROCESS = textwrap.dedent(
         kafka_error = None
     except Exception as error:
         kafka_error = str(error)
-    from sources.numbers import NumberSequenceSource
+    from sources.numbers.source import NumberSequenceSource
     from sources.spark import register
     register(spark, NumberSequenceSource)  # explicit registration still works on top
     print("RESULT " + json.dumps({
@@ -134,8 +134,8 @@ def test_every_pyspark_module_is_installed_and_names_its_format() -> None:
 REGISTER_AND_STOP = textwrap.dedent(
     """
     import sys
-    from sources.files import FileSource
-    from sources.rate import RateSource
+    from sources.files.source import FileSource
+    from sources.rate.source import RateSource
     from sources.spark import local_session, register, stop_gracefully
     from sources.spark.parallelism import driver_cores
 
@@ -182,7 +182,7 @@ def test_registering_packaged_sources_and_stopping_a_stream_make_spark_warn_noth
 def test_a_packaged_format_another_class_replaced_is_registered_again(
     spark: SparkSession,
 ) -> None:
-    from sources.numbers import NumberSequenceSource
+    from sources.numbers.source import NumberSequenceSource
     from sources.spark import register
 
     class Replacement(NumberSequenceSource):  # takes no options: "to" is refused

@@ -18,7 +18,7 @@ SRC = Path(__file__).parent.parent / "src"
 
 MODULE = '''"""splitsource.kitcheck in every Spark session, with no register call."""
 
-from sources.numbers import NumberSequenceSource
+from sources.numbers.source import NumberSequenceSource
 from sources.spark import data_source_for
 
 

@@ -319,7 +319,7 @@ def test_an_object_overwritten_after_it_was_listed_fails_naming_it(
 ) -> None:
     """The same check as on disk: size or LastModified changed since the listing."""
     from readers import FetcherSettings, SplitFetcher
-    from sources.files import FileSource
+    from sources.files.source import FileSource
     from sources.spark.datasource import plan_bounded
     from sources.spark.partitions import arrow_schema
 

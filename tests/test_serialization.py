@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from enumerators.files import FileEnumeratorState, FileEnumeratorStateSerializer
+from enumerators.files.enumerator import FileEnumeratorState, FileEnumeratorStateSerializer
 from sources.errors import CorruptDataError, NewerVersionError, SerializationError
-from sources.numbers import (
+from sources.files.splits import FileSplit, FileSplitSerializer
+from sources.numbers.source import (
     NumberSequenceSplit,
     NumberSequenceSplitSerializer,
     NumberSequenceStateSerializer,
 )
 from sources.serialization import SimpleVersionedSerializer, frame, unframe
-from sources.splits.files import FileSplit, FileSplitSerializer
 
 GOLDEN = Path(__file__).parent / "golden"
 LONG_MIN = -(1 << 63)

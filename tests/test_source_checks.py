@@ -3,6 +3,7 @@ and a plan must not hold two splits with one id."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -10,21 +11,24 @@ import pytest
 
 from enumerators import StaticSplitEnumerator
 from readers import RecordsBySplit
-from readers.numbers import NumberSequenceSplitReader
+from readers.numbers.reader import NumberSequenceSplitReader
 from sources import Options, Source, SourceDefinitionError, SplitSourceError
 from sources.capabilities import SupportsPlanRefinement
-from sources.files import FileSource
-from sources.hybrid_kafka import ArchiveThenKafkaSource
-from sources.kafka import KafkaSource
-from sources.numbers import NumberSequenceSource
-from sources.postgres import PostgresSource
-from sources.postgres_changes import PostgresChangesSource
-from sources.rate import RateSource
+from sources.files.source import FileSource
+from sources.hybrid.archive_then_kafka import ArchiveThenKafkaSource
+from sources.kafka.source import KafkaSource
+from sources.numbers.source import NumberSequenceSource
+from sources.numbers.splits import NumberSequenceSplit
+from sources.postgres.changes import PostgresChangesSource
+from sources.postgres.source import PostgresSource
+from sources.rate.source import RateSource
 from sources.spark import data_source_for
 from sources.spark.checks import check_source_class
 from sources.spark.datasource import plan_bounded
-from sources.splits.numbers import NumberSequenceSplit
-from sources.sqlite import SqliteTableSource
+from sources.sqlite.source import SqliteTableSource
+from sources.version import VERSION
+
+VERSION_PATTERN = re.escape(VERSION)
 
 
 @pytest.mark.parametrize(
@@ -112,14 +116,14 @@ class PushingNumbers(NumberSequenceSource):
 
 
 class OldFlags(Source[Any, Any]):
-    """A source written for the Source before 0.2, with its flag for counted positions."""
+    """A source written for the former Source, with its flag for counted positions."""
 
     name = "old_flags"
     positions_count_records = True
 
 
 class OldTuning(NumberSequenceSource):
-    """A source written for the Source before 0.2, with one of its tuning settings."""
+    """A source written for the former Source, with one of its tuning settings."""
 
     default_max_partition_bytes = 64 << 20
 
@@ -140,13 +144,14 @@ class WrongRefinement(SupportsPlanRefinement[Any], NumberSequenceSource):
         ),
         (
             OldFlags,
-            r"OldFlags\.positions_count_records is not read since splitsource 0\.2: remove it "
-            r"and add SupportsCountedRecords \(from sources\.capabilities\) to the bases",
+            rf"OldFlags\.positions_count_records is not read by splitsource {VERSION_PATTERN}: "
+            r"remove it and add SupportsCountedRecords \(from sources\.capabilities\) to the bases",
         ),
         (
             OldTuning,
-            r"OldTuning\.default_max_partition_bytes is not read since splitsource 0\.2: set "
-            r"tuning = Tuning\(max_partition_bytes=\.\.\.\) in the class body instead",
+            rf"OldTuning\.default_max_partition_bytes is not read by splitsource "
+            rf"{VERSION_PATTERN}: set tuning = Tuning\(max_partition_bytes=\.\.\.\) in the "
+            r"class body instead",
         ),
         (
             WrongRefinement,

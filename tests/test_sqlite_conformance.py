@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pytest
 
 import test_incremental_table as base
-from enumerators.incremental_table import IncrementalTableState
-from sources.splits.incremental_table import KeyRangeSplit
-from sources.sqlite import SqliteTableSource
+from enumerators.incremental_table.enumerator import IncrementalTableState
+from sources.incremental_table.splits import KeyRangeSplit
+from sources.sqlite.source import SqliteTableSource
 from sources.testing.conformance import ConformanceContext, SourceConformanceSuite
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ FILES_DRIVER = textwrap.dedent(
     from pyspark import cloudpickle
     import helpers.probes
     from helpers.probes import WhereAmISource
-    from sources.files import FileSource
+    from sources.files.source import FileSource
     from sources.spark import local_session, register
 
     master, data, out = sys.argv[1:4]

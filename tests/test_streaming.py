@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from helpers.probes import NotifyingNumbersSource, notified_checkpoints
-from sources.rate import RateSource
+from sources.rate.source import RateSource
 from sources.spark import cancel, register, stop_gracefully
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sources.numbers import NumberSequenceSource
+from sources.numbers.source import NumberSequenceSource
 from sources.testing import parse_ddl, read_all
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def test_read_all_reads_every_row_as_spark_would(spark: SparkSession) -> None:
 
 
 def test_read_all_takes_a_ddl_schema_as_dot_schema_does(tmp_path: Path) -> None:
-    from sources.files import FileSource
+    from sources.files.source import FileSource
 
     (tmp_path / "a.json").write_text(
         "".join(json.dumps({"id": i, "tags": [str(i)], "extra": 1}) + "\n" for i in range(3))
@@ -91,7 +91,7 @@ def test_the_ddl_parser_agrees_with_sparks(spark: SparkSession, ddl: str) -> Non
 
 AUTHOR_MODULE = '''
 from sources.capabilities import SupportsPlanRefinement
-from sources.numbers import NumberSequenceSource
+from sources.numbers.source import NumberSequenceSource
 
 
 class EvenNumbers(SupportsPlanRefinement, NumberSequenceSource):

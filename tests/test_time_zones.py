@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pytest
 
-from readers.formats.malformed import Malformed
-from readers.formats.options import FormatOptions
-from readers.formats.values import converted
-from readers.formats.zones import as_instants, parse_zone_id
-from sources.machine_zone import machine_time_zone
+from readers.files.formats.malformed import Malformed
+from readers.files.formats.options import FormatOptions
+from readers.files.formats.values import converted
+from readers.files.formats.zones import as_instants, parse_zone_id
+from sources.files.machine_zone import machine_time_zone
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -126,7 +126,8 @@ def _resolved(tz: str | None, etc: Path | None = None) -> str:
     if tz is not None:
         env["TZ"] = tz
     code = (
-        "import sys; from pathlib import Path; from sources.machine_zone import machine_time_zone;"
+        "import sys; from pathlib import Path; "
+        "from sources.files.machine_zone import machine_time_zone;"
         "print(machine_time_zone(*map(Path, sys.argv[1:])))"
     )
     command = [sys.executable, "-c", code, *([str(etc)] if etc is not None else [])]

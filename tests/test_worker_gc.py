@@ -14,7 +14,7 @@ def test_the_first_two_partitions_a_process_reads_freeze_its_objects() -> None:
         """
         import gc
         from test_batch_size_defaults import batch_rows
-        from sources.numbers import NumberSequenceSource
+        from sources.numbers.source import NumberSequenceSource
 
         before = gc.get_freeze_count()
         assert batch_rows(NumberSequenceSource) == [10_000] * 6

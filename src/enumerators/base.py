@@ -85,7 +85,7 @@ class CompletedCheckpoint(Generic[SplitT]):
 
     Examples
     --------
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> split = NumberSequenceSplit(0, 1, 10)
     >>> checkpoint = CompletedCheckpoint(3, {"0": split}, {"0": 11}, frozenset({"0"}))
     >>> checkpoint.positions["0"] == split.end_position(), "0" in checkpoint.finished
@@ -119,7 +119,7 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
     How a bounded read (``ReadMode.BATCH``) plans with an enumerator:
 
     >>> from enumerators import EnumeratorContext, ReadMode
-    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.numbers.source import NumberSequenceSource
     >>> source = NumberSequenceSource(1, 10, splits=2)
     >>> enumerator = source.create_enumerator(EnumeratorContext(ReadMode.BATCH))
     >>> enumerator.start()
@@ -143,7 +143,7 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         Examples
         --------
         >>> from enumerators import StaticSplitEnumerator
-        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> from sources.numbers.splits import NumberSequenceSplit
         >>> splits = [NumberSequenceSplit(i, i, i) for i in range(3)]
         >>> enumerator = StaticSplitEnumerator(splits)
         >>> len(enumerator.next_splits(2)), len(enumerator.next_splits()), enumerator.next_splits()
@@ -165,7 +165,7 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         Examples
         --------
         >>> from enumerators import StaticSplitEnumerator
-        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> from sources.numbers.splits import NumberSequenceSplit
         >>> enumerator = StaticSplitEnumerator([NumberSequenceSplit(0, 1, 5)])
         >>> taken = enumerator.next_splits()
         >>> enumerator.add_splits_back(taken)
@@ -185,7 +185,7 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         Examples
         --------
         >>> from enumerators import StaticSplitEnumerator
-        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> from sources.numbers.splits import NumberSequenceSplit
         >>> enumerator = StaticSplitEnumerator([NumberSequenceSplit(i, i, i) for i in range(2)])
         >>> taken = enumerator.next_splits(1)
         >>> enumerator.snapshot_state(checkpoint_id=1)
@@ -259,7 +259,7 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         Examples
         --------
         >>> from enumerators import StaticSplitEnumerator
-        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> from sources.numbers.splits import NumberSequenceSplit
         >>> class Growing(StaticSplitEnumerator):
         ...     def latest_positions(self, splits):
         ...         return {split.split_id: 42 for split in splits}
@@ -292,7 +292,7 @@ class SplitEnumerator(ABC, Generic[SplitT, StateT]):
         Examples
         --------
         >>> from enumerators import StaticSplitEnumerator
-        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> from sources.numbers.splits import NumberSequenceSplit
         >>> StaticSplitEnumerator([]).handle_rewound_split(NumberSequenceSplit(0, 1, 9), 5, 2)
         Traceback (most recent call last):
         ...
@@ -335,7 +335,7 @@ class PeriodicSplitEnumerator(SplitEnumerator[SplitT, StateT], Generic[SplitT, S
     --------
     An enumerator of the rows a list (a table) gains, one split per discovery:
 
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> class RowsEnumerator(PeriodicSplitEnumerator[NumberSequenceSplit, int, int]):
     ...     def __init__(self, table: list[int], known: int = 0) -> None:
     ...         self.table, self.known, self.pending = table, known, []
@@ -414,7 +414,7 @@ class EventTimeIndex(ABC, Generic[SplitT]):
     Numbers whose record ``n`` happened ``n`` seconds after the epoch:
 
     >>> from enumerators import StaticSplitEnumerator
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> class Clocked(
     ...     StaticSplitEnumerator[NumberSequenceSplit], EventTimeIndex[NumberSequenceSplit]
     ... ):

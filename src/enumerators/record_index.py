@@ -27,7 +27,7 @@ class RecordsWanted(Generic[SplitT]):
 
     Examples
     --------
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> RecordsWanted(NumberSequenceSplit(0, 0, 99), start=10, end=100, records=5).records
     5
     """
@@ -77,7 +77,7 @@ class RecordIndex(ABC, Generic[SplitT]):
     Numbers at even positions only (position ``2n`` holds record ``n``):
 
     >>> from enumerators import StaticSplitEnumerator
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> class Even(StaticSplitEnumerator[NumberSequenceSplit], RecordIndex[NumberSequenceSplit]):
     ...     def records_ahead(self, wanted):
     ...         found = {}

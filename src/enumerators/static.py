@@ -25,7 +25,7 @@ class StaticSplitEnumerator(SplitEnumerator[SplitT, list[SplitT]]):
 
     Examples
     --------
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> enumerator = StaticSplitEnumerator([NumberSequenceSplit(0, 1, 5)])
     >>> enumerator.is_end_of_input(), len(enumerator.next_splits()), enumerator.is_end_of_input()
     (False, 1, True)
@@ -55,7 +55,7 @@ class StaticSplitEnumerator(SplitEnumerator[SplitT, list[SplitT]]):
     def pending(self) -> Mapping[str, int]:
         """``pendingSplits``, and ``pendingBytes`` when every split knows its size.
 
-        >>> from sources.splits.files import FileSplit
+        >>> from sources.files.splits import FileSplit
         >>> StaticSplitEnumerator([FileSplit("/data/a.csv", 0, 300, 300, 0)]).pending()
         {'pendingSplits': 1, 'pendingBytes': 300}
         """

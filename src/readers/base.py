@@ -48,7 +48,7 @@ class SplitsAddition(Generic[SplitT]):
 
     Examples
     --------
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> SplitsAddition([NumberSequenceSplit(0, 1, 3)]).splits[0].split_id
     '0'
     """
@@ -73,7 +73,7 @@ class SplitReader(ABC, Generic[SplitT]):
 
     >>> import pyarrow as pa
     >>> from readers import FetcherSettings, RecordsBySplit, SplitFetcher, SplitsAddition
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> class RangeReader(SplitReader[NumberSequenceSplit]):
     ...     def __init__(self) -> None:
     ...         self.splits: list[NumberSequenceSplit] = []

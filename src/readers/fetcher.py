@@ -120,8 +120,8 @@ class SplitFetcher(Generic[SplitT]):
     Examples
     --------
     >>> import pyarrow as pa
-    >>> from sources.numbers import NumberSequenceSource
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.source import NumberSequenceSource
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> schema = pa.schema([("value", pa.int64())])
     >>> source = NumberSequenceSource(1, 5)
     >>> splits = [NumberSequenceSplit(0, 1, 5)]

@@ -9,10 +9,10 @@ raises. The other rooms:
   the packaged connectors' enumerators and readers;
 - :mod:`sources.spark`: the Spark binding (``register``, ``local_session``,
   ``stop_gracefully``, ``cancel``);
-- the packaged sources, each in its module: :mod:`sources.numbers`,
-  :mod:`sources.rate`, :mod:`sources.files`, :mod:`sources.kafka`,
-  :mod:`sources.sqlite`, :mod:`sources.postgres`, :mod:`sources.postgres_changes`;
-- :mod:`sources.incremental_table`, a base for tables read by ranges of a
+- the packaged sources, each in its module: :mod:`sources.numbers.source`,
+  :mod:`sources.rate.source`, :mod:`sources.files.source`, :mod:`sources.kafka.source`,
+  :mod:`sources.sqlite.source`, :mod:`sources.postgres.source`, :mod:`sources.postgres.changes`;
+- :mod:`sources.incremental_table.source`, a base for tables read by ranges of a
   rising key over DB-API 2.0 (an author writes ``bounds`` and ``read_range``).
 """
 
@@ -58,6 +58,9 @@ from sources.options import Listing, Option, Options, filled_config
 from sources.serialization import SimpleVersionedSerializer
 from sources.split import Boundedness, SourceSplit
 from sources.tuning import Tuning
+from sources.version import VERSION
+
+__version__ = VERSION
 
 __all__ = [
     "FORMAT_PREFIX",
@@ -102,5 +105,6 @@ __all__ = [
     "Tuning",
     "UnsupportedBoundednessError",
     "UnsupportedSparkVersionError",
+    "__version__",
     "filled_config",
 ]

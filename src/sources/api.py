@@ -39,7 +39,7 @@ FORMAT_PREFIX = "splitsource."
 
 Examples
 --------
->>> from sources.numbers import NumberSequenceSource
+>>> from sources.numbers.source import NumberSequenceSource
 >>> NumberSequenceSource.format_name() == FORMAT_PREFIX + NumberSequenceSource.name
 True
 """
@@ -59,7 +59,7 @@ class Source(ABC, Generic[SplitT, StateT]):
     --------
     The packaged ``splitsource.numbers``, read without Spark as ``spark.read`` reads it:
 
-    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.numbers.source import NumberSequenceSource
     >>> from sources.testing import read_all
     >>> read_all(NumberSequenceSource, {"from": 1, "to": 5, "splits": 2})["value"].to_pylist()
     [1, 2, 3, 4, 5]
@@ -89,7 +89,7 @@ class Source(ABC, Generic[SplitT, StateT]):
 
         Examples
         --------
-        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.numbers.source import NumberSequenceSource
         >>> NumberSequenceSource.format_name()
         'splitsource.numbers'
         """
@@ -120,7 +120,7 @@ class Source(ABC, Generic[SplitT, StateT]):
 
         Examples
         --------
-        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.numbers.source import NumberSequenceSource
         >>> NumberSequenceSource.from_spark_options({"TO": "9"})[0].end
         9
         >>> NumberSequenceSource.from_spark_options({"to": "9", "split": "2"})
@@ -160,7 +160,7 @@ class Source(ABC, Generic[SplitT, StateT]):
         Examples
         --------
         >>> from sources import Options
-        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.numbers.source import NumberSequenceSource
         >>> NumberSequenceSource.from_options(Options({"from": 5, "to": 1, "splits": 1}))
         Traceback (most recent call last):
         ...
@@ -176,7 +176,7 @@ class Source(ABC, Generic[SplitT, StateT]):
 
         Examples
         --------
-        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.numbers.source import NumberSequenceSource
         >>> NumberSequenceSource(0, 9).schema()
         'value BIGINT NOT NULL'
         """
@@ -190,7 +190,7 @@ class Source(ABC, Generic[SplitT, StateT]):
         Examples
         --------
         >>> from enumerators import EnumeratorContext, ReadMode
-        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.numbers.source import NumberSequenceSource
         >>> source = NumberSequenceSource(1, 10, splits=2)
         >>> source.create_enumerator(EnumeratorContext(ReadMode.BATCH)).next_splits()
         [NumberSequenceSplit(index=0, start=1, end=5),
@@ -210,7 +210,7 @@ class Source(ABC, Generic[SplitT, StateT]):
         Examples
         --------
         >>> from enumerators import EnumeratorContext, ReadMode
-        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.numbers.source import NumberSequenceSource
         >>> source = NumberSequenceSource(1, 10, splits=2)
         >>> context = EnumeratorContext(ReadMode.BATCH)
         >>> enumerator = source.create_enumerator(context)
@@ -231,8 +231,8 @@ class Source(ABC, Generic[SplitT, StateT]):
         --------
         >>> import pyarrow as pa
         >>> from readers import SplitsAddition
-        >>> from sources.numbers import NumberSequenceSource
-        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> from sources.numbers.source import NumberSequenceSource
+        >>> from sources.numbers.splits import NumberSequenceSplit
         >>> reader = NumberSequenceSource(1, 3).create_reader(pa.schema([("value", pa.int64())]))
         >>> reader.handle_splits_changes(SplitsAddition([NumberSequenceSplit(0, 1, 3)]))
         >>> fetched = reader.fetch(timeout=1.0)
@@ -247,8 +247,8 @@ class Source(ABC, Generic[SplitT, StateT]):
 
         Examples
         --------
-        >>> from sources.numbers import NumberSequenceSource
-        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> from sources.numbers.source import NumberSequenceSource
+        >>> from sources.numbers.splits import NumberSequenceSplit
         >>> serializer = NumberSequenceSource(1, 3).split_serializer()
         >>> split = NumberSequenceSplit(0, 1, 3)
         >>> serializer.deserialize(serializer.version, serializer.serialize(split)) == split
@@ -261,8 +261,8 @@ class Source(ABC, Generic[SplitT, StateT]):
 
         Examples
         --------
-        >>> from sources.numbers import NumberSequenceSource
-        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> from sources.numbers.source import NumberSequenceSource
+        >>> from sources.numbers.splits import NumberSequenceSplit
         >>> serializer = NumberSequenceSource(1, 3).enumerator_state_serializer()
         >>> state = [NumberSequenceSplit(0, 1, 3)]
         >>> serializer.deserialize(serializer.version, serializer.serialize(state)) == state
@@ -286,7 +286,7 @@ class Source(ABC, Generic[SplitT, StateT]):
 
         Examples
         --------
-        >>> from sources.numbers import NumberSequenceSource
+        >>> from sources.numbers.source import NumberSequenceSource
         >>> source = NumberSequenceSource(1, 3)
         >>> source.as_unavailable(ConnectionRefusedError(111, "Connection refused"))
         SourceUnavailableError('the system splitsource.numbers reads cannot be reached: ...')

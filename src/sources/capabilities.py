@@ -62,8 +62,8 @@ class SupportsFilterPushdown(ABC):
     --------
     Files prune partitions and row groups, Kafka partitions, offsets and times:
 
-    >>> from sources.files import FileSource
-    >>> from sources.kafka import KafkaSource
+    >>> from sources.files.source import FileSource
+    >>> from sources.kafka.source import KafkaSource
     >>> [issubclass(c, SupportsFilterPushdown) for c in (FileSource, KafkaSource)]
     [True, True]
     """
@@ -95,7 +95,7 @@ class SupportsEventTime:
     --------
     ``splitsource.sqlite`` knows event time once ``eventTimeColumn`` names it:
 
-    >>> from sources.sqlite import SqliteTableSource
+    >>> from sources.sqlite.source import SqliteTableSource
     >>> SqliteTableSource("app.db", "clicks", "id").knows_event_time()
     False
     >>> SqliteTableSource("app.db", "clicks", "id", event_time_column="at_ms").knows_event_time()
@@ -124,8 +124,8 @@ class SupportsRecordLimits(ABC, Generic[SplitT]):
 
     Examples
     --------
-    >>> from sources.files import FileSource
-    >>> from sources.kafka import KafkaSource
+    >>> from sources.files.source import FileSource
+    >>> from sources.kafka.source import KafkaSource
     >>> issubclass(KafkaSource, SupportsRecordLimits), issubclass(FileSource, SupportsRecordLimits)
     (True, False)
     >>> KafkaSource.proportional_record_limit.name
@@ -165,8 +165,8 @@ class SupportsCountedRecords(SupportsRecordLimits[SplitT]):
 
     Examples
     --------
-    >>> from sources.numbers import NumberSequenceSource
-    >>> from sources.splits.numbers import NumberSequenceSplit
+    >>> from sources.numbers.source import NumberSequenceSource
+    >>> from sources.numbers.splits import NumberSequenceSplit
     >>> NumberSequenceSource(1, 10).split_counts_records(NumberSequenceSplit(0, 1, 10))
     True
     """
@@ -187,7 +187,7 @@ class SupportsRecordIndex(SupportsRecordLimits[SplitT]):
     --------
     ``splitsource.sqlite`` counts the rows between keys with one indexed query:
 
-    >>> from sources.sqlite import SqliteTableSource
+    >>> from sources.sqlite.source import SqliteTableSource
     >>> issubclass(SqliteTableSource, SupportsRecordIndex)
     True
     """
@@ -204,7 +204,7 @@ class SupportsDerivedSplits(ABC, Generic[SplitT]):
 
     Examples
     --------
-    >>> from sources.kafka import KafkaSource
+    >>> from sources.kafka.source import KafkaSource
     >>> issubclass(KafkaSource, SupportsDerivedSplits)
     True
     """
@@ -220,7 +220,7 @@ class SupportsDerivedSplits(ABC, Generic[SplitT]):
 
         Examples
         --------
-        >>> from sources.kafka import KafkaSource
+        >>> from sources.kafka.source import KafkaSource
         >>> options = {"subscribe": "orders", "kafka.bootstrap.servers": "127.0.0.1:9092"}
         >>> source, _ = KafkaSource.from_spark_options(options)
         >>> source.derive_split("orders-3", 120)
@@ -234,7 +234,7 @@ class SupportsPinning(ABC):
 
     Examples
     --------
-    >>> from sources.files import FileSource
+    >>> from sources.files.source import FileSource
     >>> issubclass(FileSource, SupportsPinning)
     True
     """
@@ -260,8 +260,8 @@ class SupportsPlanRefinement(ABC, Generic[SplitT]):
     --------
     Kafka cuts ranges for ``minPartitions``, as Spark does:
 
-    >>> from sources.kafka import KafkaSource
-    >>> from sources.splits.kafka import KafkaPartitionSplit
+    >>> from sources.kafka.source import KafkaSource
+    >>> from sources.kafka.splits import KafkaPartitionSplit
     >>> options = {"subscribe": "t", "kafka.bootstrap.servers": "127.0.0.1:9092"}
     >>> source, _ = KafkaSource.from_spark_options({**options, "minPartitions": "2"})
     >>> source.refine_plan([KafkaPartitionSplit("t", 0, 0, 100)])
@@ -286,7 +286,7 @@ class SupportsSplitLabels(ABC):
 
     Examples
     --------
-    >>> from sources.kafka import KafkaSource
+    >>> from sources.kafka.source import KafkaSource
     >>> issubclass(KafkaSource, SupportsSplitLabels)
     True
     """
@@ -300,7 +300,7 @@ class SupportsSplitLabels(ABC):
 
         Examples
         --------
-        >>> from sources.kafka import KafkaSource
+        >>> from sources.kafka.source import KafkaSource
         >>> options = {"subscribe": "orders", "kafka.bootstrap.servers": "127.0.0.1:9092"}
         >>> KafkaSource.from_spark_options(options)[0].split_labels("orders-3")
         {'topic': 'orders', 'partition': '3'}
@@ -314,7 +314,7 @@ class SupportsStorageOptions(ABC):
 
     Examples
     --------
-    >>> from sources.files import FileSource
+    >>> from sources.files.source import FileSource
     >>> issubclass(FileSource, SupportsStorageOptions)
     True
     """

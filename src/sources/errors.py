@@ -44,7 +44,7 @@ class SplitSourceError(Exception):
 
     Examples
     --------
-    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.numbers.source import NumberSequenceSource
     >>> from sources.testing import read_all
     >>> try:
     ...     read_all(NumberSequenceSource, {"to": 9, "splits": 0})

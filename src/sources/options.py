@@ -327,7 +327,7 @@ class Options(Mapping[str, Any]):
 
     Examples
     --------
-    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.numbers.source import NumberSequenceSource
     >>> source = NumberSequenceSource.from_options(Options({"from": 1, "to": 3, "splits": 1}))
     >>> source.end
     3

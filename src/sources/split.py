@@ -20,7 +20,7 @@ class Boundedness(enum.Enum):
 
     Examples
     --------
-    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.numbers.source import NumberSequenceSource
     >>> NumberSequenceSource.supported_boundedness == frozenset({Boundedness.BOUNDED})
     True
     """
@@ -95,7 +95,7 @@ class SourceSplit(ABC):
 
         Examples
         --------
-        >>> from sources.splits.numbers import NumberSequenceSplit
+        >>> from sources.numbers.splits import NumberSequenceSplit
         >>> split = NumberSequenceSplit(0, 1, 10)
         >>> split.start_position(), split.end_position()
         (1, 11)

@@ -17,7 +17,7 @@ class Tuning:
     Examples
     --------
     >>> from dataclasses import replace
-    >>> from sources.kafka import KafkaSource
+    >>> from sources.kafka.source import KafkaSource
     >>> KafkaSource.tuning.max_records_per_batch
     50000
     >>> replace(Tuning(), read_ahead=0)

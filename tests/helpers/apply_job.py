@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sources.postgres_apply import ChangeTarget, DeltaTable, ParquetTable, apply_changes
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.apply import ChangeTarget, DeltaTable, ParquetTable, apply_changes
+from sources.postgres.changes import PostgresChangesSource
 from sources.spark import SchemaChangeRestarts, local_session, register
 from sources.testing.stream_job import QUICK_JVM, trigger_of
 

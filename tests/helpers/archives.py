@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sources.kafka import KafkaSource
+from sources.kafka.source import KafkaSource
 from sources.testing import read_all
 
 if TYPE_CHECKING:

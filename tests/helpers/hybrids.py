@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from enumerators.hybrid import SwitchContext
-from sources.hybrid import HybridSource, HybridStage
-from sources.numbers import NumberSequenceSource
-from sources.rate import RateSource
+from enumerators.hybrid.enumerator import SwitchContext
+from sources.hybrid.source import HybridSource, HybridStage
+from sources.numbers.source import NumberSequenceSource
+from sources.rate.source import RateSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -37,15 +37,15 @@ from sources.testing.stream_job import QUICK_JVM, trigger_of, write_to_sink
 
 def run(settings: dict[str, Any]) -> dict[str, Any]:
     """Run the query as ``settings`` say, until the input is exhausted."""
-    from sources.numbers import NumberSequenceSource
+    from sources.numbers.source import NumberSequenceSource
     from sources.spark import local_session, register
 
     spark = local_session(
         settings.get("master", "local[2]"), "splitsource-kill-job", conf=QUICK_JVM
     )
-    from sources.files import FileSource
-    from sources.hybrid_kafka import ArchiveThenKafkaSource
-    from sources.kafka import KafkaSource
+    from sources.files.source import FileSource
+    from sources.hybrid.archive_then_kafka import ArchiveThenKafkaSource
+    from sources.kafka.source import KafkaSource
 
     source_classes: list[Any] = [
         NumberSequenceSource,

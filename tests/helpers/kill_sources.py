@@ -33,13 +33,13 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from enumerators.hybrid import SwitchContext
+from enumerators.hybrid.enumerator import SwitchContext
 from readers import RecordsBySplit, SplitReader
-from readers.numbers import NumberSequenceSplitReader
+from readers.numbers.reader import NumberSequenceSplitReader
 from sources import Option, Options
-from sources.hybrid_kafka import ArchiveThenKafkaSource
-from sources.kafka import KafkaSource
-from sources.numbers import NumberSequenceSource
+from sources.hybrid.archive_then_kafka import ArchiveThenKafkaSource
+from sources.kafka.source import KafkaSource
+from sources.numbers.source import NumberSequenceSource
 from sources.testing.faults import ForwardingReader, claim_once, parent_of
 
 KILL_AT_FETCH = 2

@@ -12,8 +12,8 @@ from typing import Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from sources.files import FileSource
-from sources.filesystems import Storage
+from sources.files.filesystems import Storage
+from sources.files.source import FileSource
 
 
 class LockedDirectoryFileSystem(LocalFileSystem):

@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sources.files import FileSource
+from sources.files.source import FileSource
 from sources.framework_options import READ_OPTIONS, STREAM_OPTIONS
-from sources.hybrid_kafka import ArchiveThenKafkaSource
-from sources.kafka import KafkaSource
+from sources.hybrid.archive_then_kafka import ArchiveThenKafkaSource
+from sources.kafka.source import KafkaSource
 from sources.options import Listing, Option
-from sources.postgres import PostgresSource
-from sources.postgres_changes import PostgresChangesSource
+from sources.postgres.changes import PostgresChangesSource
+from sources.postgres.source import PostgresSource
 
 DOCS = Path(__file__).parent.parent.parent / "docs"
 REGENERATE = "PYTHONPATH=src:tests python -m helpers.option_tables"

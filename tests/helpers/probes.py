@@ -22,7 +22,7 @@ from enumerators import (
 )
 from readers import RecordsBySplit, SplitReader, SplitsAddition
 from sources import Boundedness, Option, Options, SimpleVersionedSerializer, Source, SourceSplit
-from sources.numbers import NumberSequenceSource
+from sources.numbers.source import NumberSequenceSource
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ A method whose parameters do not fit the call splitsource makes (``create_reader
 where ``create_reader(self, schema)`` is called) fails when the source is registered,
 with the method named, instead of inside a Spark task minutes later. So does a member
 splitsource would never use: a capability's method on a source without the capability's
-interface (:mod:`sources.capabilities`), or a setting of the ``Source`` of releases
-before 0.2, each named with what to write instead.
+interface (:mod:`sources.capabilities`), or a setting the ``Source`` had before its
+capabilities became interfaces (design decision 63), each named with what to write
+instead.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sources.capabilities import (
 )
 from sources.errors import SourceDefinitionError
 from sources.serialization import SimpleVersionedSerializer
+from sources.version import VERSION
 
 __all__ = ["check_overrides", "check_source_class"]
 
@@ -44,13 +46,13 @@ _TUNING = {
     "read_ahead": "read_ahead",
     "streams_need_state_location": "state_location_required",
 }
-"""Settings of the ``Source`` before 0.2 → their field of :class:`~sources.tuning.Tuning`."""
+"""Former settings of the ``Source`` → their field of :class:`~sources.tuning.Tuning`."""
 
 _MARKERS = {
     "positions_count_records": SupportsCountedRecords,
     "records_indexed": SupportsRecordIndex,
 }
-"""Flags of the ``Source`` before 0.2 → the interface that replaced each."""
+"""Former flags of the ``Source`` → the interface that replaced each."""
 
 
 def check_source_class(source_class: type[Source[Any, Any]]) -> None:
@@ -69,20 +71,20 @@ def check_source_class(source_class: type[Source[Any, Any]]) -> None:
 
 def check_current_api(source_class: type[Source[Any, Any]]) -> None:
     """Raise :class:`SourceDefinitionError` if ``source_class`` has a member splitsource
-    would not use: a setting of the ``Source`` before 0.2, or a capability's member
+    would not use: a former setting of the ``Source``, or a capability's member
     without the capability's interface among its bases."""
     name = source_class.__qualname__
     for old, field in _TUNING.items():
         if hasattr(source_class, old):
             raise SourceDefinitionError(
-                f"{name}.{old} is not read since splitsource 0.2: set "
+                f"{name}.{old} is not read by splitsource {VERSION}: set "
                 f"tuning = Tuning({field}=...) in the class body instead (from sources.tuning "
                 "import Tuning)."
             )
     for old, marker in _MARKERS.items():
         if hasattr(source_class, old):
             raise SourceDefinitionError(
-                f"{name}.{old} is not read since splitsource 0.2: remove it and add "
+                f"{name}.{old} is not read by splitsource {VERSION}: remove it and add "
                 f"{marker.__name__} (from sources.capabilities) to the bases of {name}."
             )
     for capability in INTERFACES:

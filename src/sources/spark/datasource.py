@@ -71,7 +71,7 @@ def register(spark: SparkSession, *source_classes: type[Source[Any, Any]]) -> No
     --------
     Skipped here (it needs a session); section 7 of the connector guide runs it:
 
-    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.numbers.source import NumberSequenceSource
     >>> spark = local_session()  # doctest: +SKIP
     >>> register(spark, NumberSequenceSource)  # doctest: +SKIP
     >>> spark.read.format("splitsource.numbers").option("to", 9).load().count()  # doctest: +SKIP
@@ -133,7 +133,7 @@ def data_source_for(
 
     Examples
     --------
-    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.numbers.source import NumberSequenceSource
     >>> DefaultSource = data_source_for(NumberSequenceSource)
     >>> DefaultSource.name()
     'splitsource.numbers'

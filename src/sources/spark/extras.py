@@ -28,7 +28,7 @@ def default_source(
 
     Examples
     --------
-    >>> default_source("splitsource.numbers", "sources.numbers", "NumberSequenceSource",
+    >>> default_source("splitsource.numbers", "sources.numbers.source", "NumberSequenceSource",
     ...                (), "").name()
     'splitsource.numbers'
     """

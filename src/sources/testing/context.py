@@ -91,7 +91,7 @@ class ConformanceContext(ABC):
 
     >>> from pathlib import Path
     >>> from hypothesis import strategies as st
-    >>> from sources.numbers import NumberSequenceSource, NumberSequenceSplit
+    >>> from sources.numbers.source import NumberSequenceSource, NumberSequenceSplit
     >>> from sources.testing import read_all
     >>> class NumbersContext(ConformanceContext):
     ...     source_class = NumberSequenceSource

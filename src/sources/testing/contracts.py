@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from enumerators.base import EnumeratorContext, PeriodicSplitEnumerator, ReadMode, SplitEnumerator
 from enumerators.record_index import RecordIndex, RecordsWanted
 from sources.capabilities import SupportsRecordIndex, counts_records
-from sources.incremental_table import IncrementalTableSource
+from sources.incremental_table.source import IncrementalTableSource
 from sources.serialization import frame, unframe
 from sources.spark.partitions import arrow_schema
 from sources.split import SourceSplit

@@ -64,7 +64,7 @@ def splitsource_spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     --------
     A test that asks for it by name:
 
-    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.numbers.source import NumberSequenceSource
     >>> from sources.spark import register
     >>> def test_numbers_read_ten_rows(splitsource_spark):
     ...     register(splitsource_spark, NumberSequenceSource)

@@ -49,7 +49,7 @@ def read_all(
 
     Examples
     --------
-    >>> from sources.numbers import NumberSequenceSource
+    >>> from sources.numbers.source import NumberSequenceSource
     >>> table = read_all(NumberSequenceSource, {"from": 1, "to": 4, "splits": 2})
     >>> table.schema.field("value").type, table["value"].to_pylist()
     (DataType(int64), [1, 2, 3, 4])

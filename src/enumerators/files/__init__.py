@@ -1,0 +1,1 @@
+"""The files connector's enumerator: listings, event-time order, its state."""

@@ -1,0 +1,1 @@
+"""The hybrid sources' enumerator: stages and the switch between them."""

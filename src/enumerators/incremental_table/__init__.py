@@ -1,0 +1,1 @@
+"""The incremental tables' enumerator."""

@@ -1,0 +1,1 @@
+"""The Kafka connector's enumerator: partitions, offsets, its state."""

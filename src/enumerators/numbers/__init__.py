@@ -1,0 +1,1 @@
+"""The numbers connector's enumerator."""

@@ -1,0 +1,1 @@
+"""The Postgres connector's enumerators: snapshot chunks and the change stream."""

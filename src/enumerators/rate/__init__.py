@@ -1,0 +1,1 @@
+"""The rate connector's enumerator."""

@@ -1,0 +1,1 @@
+"""The files connector's reader and its file formats, on executors."""

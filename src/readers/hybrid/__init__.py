@@ -1,0 +1,1 @@
+"""The hybrid sources' reader, on executors."""

@@ -1,0 +1,1 @@
+"""The Kafka connector's reader and its consumers, on executors."""

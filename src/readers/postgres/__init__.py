@@ -1,0 +1,1 @@
+"""The Postgres connector's readers: chunks, the change log, their values."""
