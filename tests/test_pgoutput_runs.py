@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from readers import postgres_log
 from readers.base import SplitsAddition
+from readers.postgres import log as postgres_log
 from readers.postgres.envelope import envelope_ddl
 from readers.postgres.log import ChunkFilter, LogReader, TableChunks
 from readers.postgres.pgoutput import UNCHANGED, PgoutputDecoder

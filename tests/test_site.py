@@ -102,7 +102,7 @@ def test_the_home_page_shows_every_page_and_section_in_its_navigation(
 def test_a_guide_shows_its_code_highlighted_with_a_copy_button(served: str, chromium: str) -> None:
     blocks = code_blocks(rendered(chromium, urljoin(served, "files/")))
     assert blocks and all(block.copy_button for block in blocks), "the site's script did not run"
-    (example, *_) = [block for block in blocks if "from sources.files.source import" in block.text]
+    (example, *_) = [block for block in blocks if "from sources.files import" in block.text]
     assert {"kn", "nn"} <= example.tokens, "no Python highlighting (import, a module name)"
 
 

@@ -105,6 +105,5 @@ __all__ = [
     "Tuning",
     "UnsupportedBoundednessError",
     "UnsupportedSparkVersionError",
-    "__version__",
     "filled_config",
 ]
