@@ -197,8 +197,15 @@ class KafkaBroker(Service):
         self._wait_for_partitions(name, partitions)
 
     def delete_topic(self, name: str) -> None:
-        """Delete ``name`` and wait until the broker confirms."""
-        self._await(self.admin().delete_topics([name]), f"delete topic {name}")
+        """Delete ``name`` and wait until the broker's metadata no longer lists it (the
+        deletion's confirmation can come before every broker's metadata has it)."""
+        admin = self.admin()
+        self._await(admin.delete_topics([name]), f"delete topic {name}")
+        deadline = time.monotonic() + 30
+        while name in admin.list_topics(timeout=10).topics:
+            if time.monotonic() > deadline:
+                raise KafkaBrokerError(f"Topic {name} is still listed 30 s after its deletion")
+            time.sleep(0.05)
 
     def recreate_topic(self, name: str, partitions: int = 1) -> None:
         """Delete ``name`` and create it again, empty, once the broker lets go of the old one."""
