@@ -121,6 +121,9 @@ def main() -> None:
     from sources.spark import local_session
 
     conf = {"spark.jars": ",".join(str(jar) for jar in delta_jars()), **DELTA_SETTINGS}
+    # The first batch is the whole table, sorted by key: more than local mode's 1 GiB
+    # heap holds from 4,000,000 rows on.
+    conf["spark.driver.memory"] = "6g"
     spark = local_session("local[2]", "splitsource-bench-apply", conf)
     work = Path(tempfile.mkdtemp(prefix="splitsource-bench-apply-"))
     delta = DeltaTable(path=str(work / "delta"))

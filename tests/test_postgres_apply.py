@@ -246,3 +246,24 @@ def test_history_ends_a_snapshot_row_of_an_earlier_batch_that_shares_the_positio
         (2, "b", 5, None),
         (3, "c", 5, None),
     }
+
+
+def test_text_keys_that_sql_must_escape_are_matched(
+    spark: SparkSession, tmp_path: Path, target: Target
+) -> None:
+    """A merge reads only the target's rows between the batch's lowest and highest key:
+    that range, bounded here by a key with a quote and one with a backslash, still
+    holds both."""
+    lake = target(tmp_path / "codes")
+    codes = envelope("code: string COMMENT 'primary key', name: string")
+    keys = ["a", "it's", "back\\slash", "z"]
+    snapshot = [change("r", 5, seq, (key, "old")) for seq, key in enumerate(keys)]
+    apply_changes(batch(spark, snapshot, codes), 0, lake)
+    updates = [change("u", 10, 1, ("it's", "new")), change("u", 10, 2, ("back\\slash", "new"))]
+    apply_changes(batch(spark, updates, codes), 1, lake)
+    assert table_rows(spark, lake) == {
+        ("a", "old"),
+        ("it's", "new"),
+        ("back\\slash", "new"),
+        ("z", "old"),
+    }

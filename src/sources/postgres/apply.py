@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import fsspec
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import IntegralType, StringType, StructField, StructType
 
 from sources.postgres.change_rows import (
     END_COLUMNS,
@@ -364,7 +364,7 @@ class DeltaTable:
             kept = _left_out_names(source)
             spark.sql(
                 f"MERGE INTO {self.identifier} AS t USING {view} AS s "
-                + _merge_clauses(target.columns, on, deletes, kept)
+                + _merge_clauses(target.columns, on, deletes, kept, _key_range(source, on[0]))
             )
         finally:
             spark.catalog.dropTempView(view)
@@ -416,11 +416,35 @@ def _left_out_names(source: DataFrame) -> set[str]:
     return {row[0] for row in source.select(F.explode(LEFT_OUT)).distinct().collect()}
 
 
-def _merge_clauses(columns: list[str], on: list[str], deletes: bool, kept: set[str]) -> str:
-    """What follows ``MERGE INTO t USING s``: matched ``on``, the rows ``_OP`` marks ``d``
-    deleted if ``deletes``, the others' ``columns`` set from ``s``, those in ``kept`` to
-    the target's value where the change left them out."""
-    matched = " AND ".join(f"t.{_quoted(c)} = s.{_quoted(c)}" for c in on)
+def _key_range(source: DataFrame, column: str) -> str:
+    """A condition on the target's ``column`` that holds for every row ``source`` can
+    match: Delta Lake skips the files whose values of ``column`` lie outside it, so that
+    changes to keys near one another read few of the table's files. Only for integer and
+    string keys, whose values SQL spells exactly; nothing for others."""
+    kind = source.schema[column].dataType
+    if not isinstance(kind, IntegralType | StringType):
+        return ""
+    low, high = source.agg(F.min(column), F.max(column)).first() or (None, None)
+    if low is None or high is None:  # no rows
+        return ""
+    return f" AND t.{_quoted(column)} BETWEEN {_literal(low)} AND {_literal(high)}"
+
+
+def _literal(value: int | str) -> str:
+    """``value`` as a SQL literal."""
+    if isinstance(value, int):
+        return str(value)
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _merge_clauses(
+    columns: list[str], on: list[str], deletes: bool, kept: set[str], within: str
+) -> str:
+    """What follows ``MERGE INTO t USING s``: matched ``on`` (and the target's rows
+    ``within``), the rows ``_OP`` marks ``d`` deleted if ``deletes``, the others'
+    ``columns`` set from ``s``, those in ``kept`` to the target's value where the change
+    left them out."""
+    matched = " AND ".join(f"t.{_quoted(c)} = s.{_quoted(c)}" for c in on) + within
     updates = ", ".join(
         f"t.{_quoted(c)} = {_kept_if_left_out(c) if c in kept else 's.' + _quoted(c)}"
         for c in columns
@@ -438,9 +462,8 @@ def _merge_clauses(columns: list[str], on: list[str], deletes: bool, kept: set[s
 
 def _kept_if_left_out(column: str) -> str:
     """The merge's new value of ``column``: the target's where the change left it out."""
-    name = column.replace("'", "\\'")
     return (
-        f"CASE WHEN array_contains(s.{LEFT_OUT}, '{name}') THEN t.{_quoted(column)} "
+        f"CASE WHEN array_contains(s.{LEFT_OUT}, {_literal(column)}) THEN t.{_quoted(column)} "
         f"ELSE s.{_quoted(column)} END"
     )
 
