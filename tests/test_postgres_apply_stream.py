@@ -1,9 +1,10 @@
 """A Postgres table kept in step in a lake by apply_changes in foreachBatch, as
-docs/postgres.md runs it, on Parquet and on Delta Lake: a writer changing the table
+docs/postgres.md runs it, on Parquet and on Delta Lake at once (one stream, each batch
+applied to both): a writer changing the table
 throughout, large values its updates leave out (TOAST, no REPLICA IDENTITY FULL), the
 driver SIGKILLed with a batch in flight, then columns added (one with a default), retyped
-and dropped while it runs, the query started again by SchemaChangeRestarts each time. The
-lake table ends equal to the table, row by row, and its history's versions follow one
+and dropped while it runs, the query started again by SchemaChangeRestarts each time. Each
+lake table ends equal to the table, row by row, and each history's versions follow one
 another."""
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from helpers.postgres import PostgresServer
+    from sources.postgres.apply import ChangeTarget
 
 # Both targets run on the Spark that Delta Lake supports, in .venv-delta: side by side
 # there, and the stream end to end on the oldest Spark the project supports.
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.slow, pytest.mark.delta]
 
+KINDS = ["parquet", "delta"]
+"""The targets, each batch applied to both: the same stream ends in each."""
 ROWS = 300
 TIMEOUT = 300.0  # Delta batches take seconds each on a busy machine
 APPLY_JOB = Path(__file__).parent / "helpers" / "apply_job.py"
@@ -79,9 +83,7 @@ def assert_versions_follow_one_another(versions: DataFrame) -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("kind", ["parquet", "delta"])
-def test_a_lake_table_follows_postgres_through_a_writer_a_driver_kill_and_schema_changes(
-    kind: str,
+def test_lake_tables_follow_postgres_through_a_writer_a_driver_kill_and_schema_changes(
     spark: SparkSession,
     postgres: PostgresServer,
     postgres_database: str,
@@ -101,13 +103,14 @@ def test_a_lake_table_follows_postgres_through_a_writer_a_driver_kill_and_schema
             postgres, postgres_database, tmp_path, stateLocation=str(tmp_path / "state")
         ),
         "checkpoint": str(checkpoint),
-        "target": kind,
+        "targets": KINDS,
         "lake": str(tmp_path / "lake"),
         "history": str(tmp_path / "history"),
-        "conf": delta_session() if kind == "delta" else {},
+        "conf": delta_session(),
         "stopFile": str(tmp_path / "stop"),
     }
-    lake, history = (TARGETS[kind](settings[name]) for name in ("lake", "history"))
+    lakes = [TARGETS[kind](str(tmp_path / "lake" / kind)) for kind in KINDS]
+    histories = [TARGETS[kind](str(tmp_path / "history" / kind)) for kind in KINDS]
 
     def standing_by(name: str) -> Job:
         jobs.append(
@@ -150,14 +153,20 @@ def test_a_lake_table_follows_postgres_through_a_writer_a_driver_kill_and_schema
     assert writer.failure is None, writer.failure
     expected = in_postgres(postgres, postgres_database)
 
-    def current_versions() -> DataFrame | None:
+    def current_versions(history: ChangeTarget) -> DataFrame | None:
         versions = history.read(spark)
         return None if versions is None else versions.where("_end_lsn IS NULL")
 
+    def behind() -> list[str]:
+        """The tables not yet equal to the Postgres table."""
+        return [str(lake) for lake in lakes if in_lake(lake.read(spark)) != expected] + [
+            str(history) for history in histories if in_lake(current_versions(history)) != expected
+        ]
+
     deadline = time.monotonic() + TIMEOUT
-    while in_lake(lake.read(spark)) != expected or in_lake(current_versions()) != expected:
-        assert second.running(), second.tail()
-        assert time.monotonic() < deadline, second.tail()
+    while waiting := behind():
+        assert second.running(), f"{waiting}\n{second.tail()}"
+        assert time.monotonic() < deadline, f"{waiting}\n{second.tail()}"
         time.sleep(1)
     Path(settings["stopFile"]).touch()
     assert second.wait(TIMEOUT) == 0, second.tail()
@@ -166,9 +175,10 @@ def test_a_lake_table_follows_postgres_through_a_writer_a_driver_kill_and_schema
     assert report is not None and report["restarts"] >= 1, second.tail()
     assert "stopped on a schema change of its source" in second.output()
     assert any(doc is not None for _, _, doc, _, _ in expected)  # TOASTed values kept
-    versions = history.read(spark)
-    assert versions is not None
-    assert_versions_follow_one_another(versions)
+    for history in histories:
+        versions = history.read(spark)
+        assert versions is not None, history
+        assert_versions_follow_one_another(versions)
 
 
 def delta_session() -> dict[str, str]:

@@ -10,8 +10,10 @@ Settings (JSON object):
 
 - ``options``: the ``splitsource.postgres_changes`` options, as strings;
 - ``checkpoint``: the query's checkpoint;
-- ``target``: ``"parquet"`` (:class:`ParquetTable`) or ``"delta"`` (:class:`DeltaTable`);
-- ``lake``, ``history``: where the table, and the table with its history (SCD type 2), are;
+- ``targets``: kinds of table, ``"parquet"`` (:class:`ParquetTable`) and ``"delta"``
+  (:class:`DeltaTable`), each batch applied to every one;
+- ``lake``, ``history``: the directories holding, per kind in a folder of its name, the
+  table and the table with its history (SCD type 2);
 - ``conf`` (optional): more Spark settings (Delta Lake's jars and extensions);
 - ``goFile``, ``stopFile``: paths.
 """
@@ -31,9 +33,9 @@ from sources.testing.stream_job import QUICK_JVM, trigger_of
 TARGETS = {"parquet": lambda path: ParquetTable(path), "delta": lambda path: DeltaTable(path=path)}
 
 
-def target(settings: dict[str, Any], name: str) -> ChangeTarget:
-    """The target of the kind ``settings`` name, at its path ``name``."""
-    made: ChangeTarget = TARGETS[settings["target"]](settings[name])
+def target(settings: dict[str, Any], name: str, kind: str) -> ChangeTarget:
+    """The target of ``kind`` in the directory ``settings`` give as ``name``."""
+    made: ChangeTarget = TARGETS[kind](str(Path(settings[name]) / kind))
     return made
 
 
@@ -42,11 +44,15 @@ def main() -> None:
     conf = {**QUICK_JVM, **settings.get("conf", {})}
     spark = local_session("local[2]", "splitsource-apply-job", conf)
     register(spark, PostgresChangesSource)
-    lake, history = target(settings, "lake"), target(settings, "history")
+    kinds = settings["targets"]
+    lakes = [target(settings, "lake", kind) for kind in kinds]
+    histories = [target(settings, "history", kind) for kind in kinds]
 
     def apply(batch: Any, batch_id: int) -> None:
-        apply_changes(batch, batch_id, lake)
-        apply_changes(batch, batch_id, history, history=True)
+        for lake in lakes:
+            apply_changes(batch, batch_id, lake)
+        for history in histories:
+            apply_changes(batch, batch_id, history, history=True)
 
     def start() -> Any:
         return (
