@@ -115,8 +115,7 @@ def delta_commits(path: Path) -> list[str]:
     return sorted(p.name for p in (path / "_delta_log").glob("*.json"))
 
 
-def main() -> None:
-    args = parse_args()
+def main(args: argparse.Namespace) -> None:
     from sources.postgres.apply import DeltaTable, ParquetTable, apply_changes
     from sources.spark import local_session
 
@@ -180,5 +179,6 @@ def in_delta_venv() -> None:
 
 
 if __name__ == "__main__":
+    arguments = parse_args()  # a mistake in them is told before anything starts
     in_delta_venv()
-    main()
+    main(arguments)
