@@ -1,11 +1,10 @@
 """A Postgres table kept in step in a lake by apply_changes in foreachBatch, as
 docs/postgres.md runs it, on Parquet and on Delta Lake at once (one stream, each batch
-applied to both): a writer changing the table
-throughout, large values its updates leave out (TOAST, no REPLICA IDENTITY FULL), the
-driver SIGKILLed with a batch in flight, then columns added (one with a default), retyped
-and dropped while it runs, the query started again by SchemaChangeRestarts each time. Each
-lake table ends equal to the table, row by row, and each history's versions follow one
-another."""
+applied to both): a writer changing the table throughout, large values its updates leave
+out (TOAST, no REPLICA IDENTITY FULL), the driver SIGKILLed with a batch in flight, then
+columns added (one with a default), retyped and dropped while it runs, the query started
+again by SchemaChangeRestarts each time. Each lake table ends equal to the table, row by
+row, and each history's versions follow one another."""
 
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from helpers.postgres import PostgresServer
     from sources.postgres.apply import ChangeTarget
 
-# Both targets run on the Spark that Delta Lake supports, in .venv-delta: side by side
+# Both targets run on the Spark that Delta Lake supports, in .venv-delta: in one stream
 # there, and the stream end to end on the oldest Spark the project supports.
 pytestmark = [pytest.mark.spark, pytest.mark.postgres, pytest.mark.slow, pytest.mark.delta]
 

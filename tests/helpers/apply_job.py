@@ -34,7 +34,8 @@ TARGETS = {"parquet": lambda path: ParquetTable(path), "delta": lambda path: Del
 
 
 def target(settings: dict[str, Any], name: str, kind: str) -> ChangeTarget:
-    """The target of ``kind`` in the directory ``settings`` give as ``name``."""
+    """The target of ``kind``, in a folder of that name under the directory ``settings``
+    give as ``name``."""
     made: ChangeTarget = TARGETS[kind](str(Path(settings[name]) / kind))
     return made
 
