@@ -15,7 +15,7 @@ Delta Lake supports: from the main venv it runs itself again in ``.venv-delta``
 (``./dev test`` or ``./dev bench`` makes it)::
 
     .venv-delta/bin/python benchmarks/bench_apply.py [--rows N] [--changes N] [--runs K]
-        [--row-bytes B] [--keys random|recent]
+        [--row-bytes B] [--keys random|recent] [--codegen-cache 1000|100]
 """
 
 from __future__ import annotations
@@ -62,6 +62,13 @@ def parse_args() -> argparse.Namespace:
         choices=("random", "recent"),
         default="random",
         help="which rows the changes touch: any, or the newest 5 %% (and inserts past them)",
+    )
+    parser.add_argument(
+        "--codegen-cache",
+        type=int,
+        default=1000,
+        help="plans whose compiled code Spark keeps (spark.sql.codegen.cache.maxEntries): "
+        "local_session's 1000, or Spark's default 100",
     )
     parser.add_argument("--runs", type=int, default=3)
     return parser.parse_args()
@@ -123,6 +130,7 @@ def main(args: argparse.Namespace) -> None:
     # The first batch is the whole table, sorted by key: more than local mode's 1 GiB
     # heap holds from 4,000,000 rows on.
     conf["spark.driver.memory"] = "6g"
+    conf["spark.sql.codegen.cache.maxEntries"] = str(args.codegen_cache)
     spark = local_session("local[2]", "splitsource-bench-apply", conf)
     work = Path(tempfile.mkdtemp(prefix="splitsource-bench-apply-"))
     delta = DeltaTable(path=str(work / "delta"))
@@ -135,7 +143,8 @@ def main(args: argparse.Namespace) -> None:
         f"a table of {args.rows:,} rows of {args.row_bytes} bytes in {files} Delta files; "
         f"micro-batches of "
         f"{args.changes:,} changes to {args.keys} keys; local[2], pyspark "
-        f"{pyspark.__version__}, {args.runs} runs",
+        f"{pyspark.__version__}, compiled code of {args.codegen_cache} plans kept, "
+        f"{args.runs} runs",
         flush=True,
     )
     times: dict[str, list[float]] = {"delta merge": [], "parquet version": [], "rewrite": []}

@@ -63,7 +63,8 @@ def local_session(
     connect: bool = False,
 ) -> SparkSession:
     """A Spark session for demos, tests and benchmarks: loopback only, this Python for workers,
-    filter pushdown into Python data sources on, Python workers reached over Unix sockets.
+    filter pushdown into Python data sources on, Python workers reached over Unix sockets,
+    room for the compiled code of 1,000 plans.
 
     Over Spark's default TCP sockets, every task of a Python data source waits about
     40 ms for its input (Nagle's algorithm against delayed acknowledgements); Unix
@@ -71,6 +72,11 @@ def local_session(
     files go to this process's temporary directory (``spark.python.unix.domain.socket.dir``)
     unless ``conf`` names another; where that path is too long for a socket's name,
     the session stays on TCP.
+
+    Spark keeps the code it compiles for 100 plans by default
+    (``spark.sql.codegen.cache.maxEntries``): too few for a stream whose batches run
+    the same plans, such as one that merges into Delta Lake with ``apply_changes``
+    (about 107 classes a batch), which then compiles them all again each batch.
 
     With ``connect=True``, a Spark Connect session served by a local Connect
     server that this process starts on 127.0.0.1, port 15002 (needs pyspark's
@@ -103,6 +109,7 @@ def local_session(
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
         .config("spark.log.level", "WARN")
         .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.sql.codegen.cache.maxEntries", "1000")
     )
     for key, value in unix_sockets(conf or {}).items():
         builder = builder.config(key, value)
