@@ -67,7 +67,7 @@ def parse_args() -> argparse.Namespace:
         "--codegen-cache",
         type=int,
         default=1000,
-        help="plans whose compiled code Spark keeps (spark.sql.codegen.cache.maxEntries): "
+        help="compiled classes Spark keeps (spark.sql.codegen.cache.maxEntries): "
         "local_session's 1000, or Spark's default 100",
     )
     parser.add_argument("--runs", type=int, default=3)
@@ -143,7 +143,7 @@ def main(args: argparse.Namespace) -> None:
         f"a table of {args.rows:,} rows of {args.row_bytes} bytes in {files} Delta files; "
         f"micro-batches of "
         f"{args.changes:,} changes to {args.keys} keys; local[2], pyspark "
-        f"{pyspark.__version__}, compiled code of {args.codegen_cache} plans kept, "
+        f"{pyspark.__version__}, {args.codegen_cache} compiled classes kept, "
         f"{args.runs} runs",
         flush=True,
     )

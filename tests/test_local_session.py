@@ -1,6 +1,6 @@
 """``local_session()``'s Python workers reach Spark over Unix sockets, not TCP: over TCP every
-Python task waits about 40 ms for its input (design decision 68); and it keeps the compiled
-code of 1,000 plans (design decision 71)."""
+Python task waits about 40 ms for its input (design decision 68); and it keeps 1,000 compiled
+classes (design decision 71)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_a_socket_directory_too_long_for_a_socket_name_leaves_the_session_on_tcp
     }
 
 
-def test_a_local_session_keeps_the_compiled_code_of_1000_plans(spark: SparkSession) -> None:
+def test_a_local_session_keeps_1000_compiled_classes(spark: SparkSession) -> None:
     """At Spark's default of 100, a Delta merge's batch compiled its ~107 classes again
     each time (measured in ``bench_apply.py --codegen-cache 100``)."""
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"

@@ -64,7 +64,7 @@ def local_session(
 ) -> SparkSession:
     """A Spark session for demos, tests and benchmarks: loopback only, this Python for workers,
     filter pushdown into Python data sources on, Python workers reached over Unix sockets,
-    room for the compiled code of 1,000 plans.
+    1,000 compiled classes of generated code kept.
 
     Over Spark's default TCP sockets, every task of a Python data source waits about
     40 ms for its input (Nagle's algorithm against delayed acknowledgements); Unix
@@ -73,7 +73,7 @@ def local_session(
     unless ``conf`` names another; where that path is too long for a socket's name,
     the session stays on TCP.
 
-    Spark keeps the code it compiles for 100 plans by default
+    Spark keeps 100 classes of the code it generates by default
     (``spark.sql.codegen.cache.maxEntries``): too few for a stream whose batches run
     the same plans, such as one that merges into Delta Lake with ``apply_changes``
     (about 107 classes a batch), which then compiles them all again each batch.
