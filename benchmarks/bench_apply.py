@@ -9,8 +9,9 @@ a TOASTed value would) to each, and times the anchor: the whole table written on
 Delta, what a target that rewrites the table pays. An empty batch is applied too: it
 must write nothing.
 
-Printed: the median seconds of each over ``--runs`` runs, the ratios to the rewrite, and
-the files the Delta merge added against the files the table has. Runs on the Spark that
+Printed: the median seconds of each over ``--runs`` runs, the ratios to the rewrite, the
+files the Delta merge added against the files the table has, and the classes of code
+each merge compiled. Runs on the Spark that
 Delta Lake supports: from the main venv it runs itself again in ``.venv-delta``
 (``./dev test`` or ``./dev bench`` makes it)::
 
@@ -149,10 +150,14 @@ def main(args: argparse.Namespace) -> None:
     )
     times: dict[str, list[float]] = {"delta merge": [], "parquet version": [], "rewrite": []}
     added: list[int] = []
+    compiled: list[int] = []
+    codegen = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
     for run in range(1, args.runs + 1):
         batch = changes(spark, args.rows, args.changes, run, args.keys).cache()
         batch.count()
+        before = codegen.METRIC_COMPILATION_TIME().getCount()
         times["delta merge"].append(timed(apply_changes, batch, run, delta, KEY))
+        compiled.append(codegen.METRIC_COMPILATION_TIME().getCount() - before)
         metrics = spark.sql(f"DESCRIBE HISTORY {delta.identifier} LIMIT 1").first()
         added.append(int(metrics["operationMetrics"].get("numTargetFilesAdded", 0)))
         times["parquet version"].append(timed(apply_changes, batch, run, parquet, KEY))
@@ -169,6 +174,7 @@ def main(args: argparse.Namespace) -> None:
         print(f"{name:>16}: {value:6.2f} s median, ratio to the rewrite {ratio:.2f}")
     print(f"{'empty batch':>16}: {empty_seconds:6.2f} s, 0 commits")
     print(f"files the merge added: {json.dumps(added)} (the table has {files})")
+    print(f"classes the merge compiled: {json.dumps(compiled)}")
     print(f"ratio delta merge/rewrite: {median['delta merge'] / median['rewrite']:.2f}")
     spark.stop()
 

@@ -46,5 +46,5 @@ def test_a_socket_directory_too_long_for_a_socket_name_leaves_the_session_on_tcp
 
 def test_a_local_session_keeps_1000_compiled_classes(spark: SparkSession) -> None:
     """At Spark's default of 100, a Delta merge's batch compiled its ~107 classes again
-    each time (measured in ``bench_apply.py --codegen-cache 100``)."""
+    each time (``bench_apply.py --codegen-cache 100`` prints what a merge compiles)."""
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"
